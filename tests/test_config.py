@@ -1,0 +1,59 @@
+import pytest
+
+from sentcl.config import ConfigError, apply_overrides, expand_path
+from sentcl.training import load_recipe, recipe_from_dict
+
+BASE = {"model": {"name_or_path": "m"}, "data": {"train_file": "t.txt"}}
+
+
+def test_unknown_keys_are_errors_naming_the_key():
+    with pytest.raises(ConfigError, match=r"unknown config key 'training.lr'"):
+        recipe_from_dict(BASE | {"training": {"lr": 1e-5}})
+    with pytest.raises(ConfigError, match=r"unknown config key 'optimizer'"):
+        recipe_from_dict(BASE | {"optimizer": {}})
+    with pytest.raises(ConfigError, match=r"unknown config key 'objective.temp'"):
+        recipe_from_dict(BASE | {"objective": {"name": "simcse", "temp": 0.05}})
+
+
+@pytest.mark.parametrize(
+    "section,message",
+    [
+        ({"training": {"batch_size": "big"}}, "training.batch_size: expected an integer"),
+        ({"training": {"batch_size": 0}}, "training.batch_size: must be positive"),
+        ({"objective": {"temperature": -1}}, "objective.temperature: must be positive"),
+        ({"objective": {"name": "simclr9"}}, "objective.name: 'simclr9' is not one of"),
+        ({"model": {"name_or_path": "m", "pooler": "max"}}, "model.pooler: 'max' is not one of"),
+        ({"data": {}}, "data.train_file: a training file is required"),
+    ],
+)
+def test_bad_values_name_the_key(section, message):
+    with pytest.raises(ConfigError, match=message):
+        recipe_from_dict(BASE | section)
+
+
+def test_overrides_are_typed(tmp_path):
+    path = tmp_path / "r.yaml"
+    path.write_text("model: {name_or_path: m}\ndata: {train_file: t.txt}\n")
+    config = load_recipe(
+        path, ["training.learning_rate=1e-5", "objective.temperature=0.1", "data.header=false"]
+    )
+    assert config.training.learning_rate == 1e-5
+    assert config.objective.temperature == 0.1
+    assert config.data.header is False
+    with pytest.raises(ConfigError, match=r"not of the form key=value"):
+        apply_overrides({}, ["training.seed"])
+
+
+def test_yaml_syntax_error_names_file_and_line(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("model:\n  name_or_path: m\n  pooler: [avg\n")
+    with pytest.raises(ConfigError, match=r"bad\.yaml:\d+: invalid YAML"):
+        load_recipe(path)
+
+
+def test_env_var_expansion(monkeypatch):
+    monkeypatch.setenv("SENTCL_DATA", "/data")
+    assert expand_path("${SENTCL_DATA}/wiki.txt", "data.train_file") == "/data/wiki.txt"
+    monkeypatch.delenv("SENTCL_DATA")
+    with pytest.raises(ConfigError, match=r"data.train_file: environment variable SENTCL_DATA is not set"):
+        expand_path("${SENTCL_DATA}/wiki.txt", "data.train_file")

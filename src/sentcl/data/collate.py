@@ -1,0 +1,143 @@
+"""Tokenise once, then collate examples into ``Batch`` tensors of shape ``[B, V, L]``.
+
+V is the number of views of an example: unsupervised SimCSE uses V=2 copies of the same ids (dropout
+is the augmentation), supervised uses V=2 (anchor, positive) or V=3 (anchor, positive, hard negative).
+Padding is dynamic: L is the longest sequence in the batch, at most ``max_length`` (SimCSE: 32).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from sentcl.config import ConfigError
+from sentcl.data.readers import DataError, Records
+
+DEFAULT_MAX_LENGTH = 32
+
+
+@dataclass
+class Batch:
+    input_ids: torch.Tensor  # [B, V, L]
+    attention_mask: torch.Tensor  # [B, V, L]
+    indices: torch.Tensor  # [B] row indices into the source Records
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return tuple(self.input_ids.shape)  # type: ignore[return-value]
+
+    def to(self, device: torch.device | str) -> Batch:
+        return Batch(self.input_ids.to(device), self.attention_mask.to(device), self.indices)
+
+
+class TokenizedColumn:
+    """The token ids of one column of texts, stored flat (int32 + offsets) to stay small."""
+
+    def __init__(self, ids: list[list[int]]):
+        lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
+        self.offsets = np.zeros(len(ids) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=self.offsets[1:])
+        self.flat = np.fromiter((t for x in ids for t in x), dtype=np.int32, count=int(self.offsets[-1]))
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        return self.flat[self.offsets[i] : self.offsets[i + 1]]
+
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+
+def tokenize_texts(
+    tokenizer, texts: list[str], max_length: int, chunk: int = 4096, desc: str | None = None
+) -> TokenizedColumn:
+    """Tokenise with truncation to ``max_length`` (special tokens included), no padding."""
+    ids: list[list[int]] = []
+    progress = tqdm(total=len(texts), desc=desc or "tokenising", unit="sent", disable=len(texts) < 20_000)
+    for start in range(0, len(texts), chunk):
+        part = texts[start : start + chunk]
+        ids.extend(
+            tokenizer(part, truncation=True, max_length=max_length, add_special_tokens=True)["input_ids"]
+        )
+        progress.update(len(part))
+    progress.close()
+    return TokenizedColumn(ids)
+
+
+class ContrastiveDataset(torch.utils.data.Dataset):
+    """Records tokenised once; item i is the list of its V views' token ids.
+
+    ``n_views`` defaults to 2 for one-column (unsupervised) data, else the number of columns.
+    A one-column source repeats its single tokenisation V times (no re-tokenisation per view).
+    """
+
+    def __init__(
+        self, records: Records, tokenizer, max_length: int = DEFAULT_MAX_LENGTH, n_views: int | None = None
+    ):
+        if max_length < 2:
+            raise DataError(f"{records.path}: max_length must be at least 2, got {max_length}")
+        self.records = records
+        self.max_length = max_length
+        columns = records.n_columns
+        self.n_views = n_views if n_views is not None else (2 if columns == 1 else columns)
+        if columns > 1 and self.n_views != columns:
+            raise DataError(f"{records.path}: {columns} columns but {self.n_views} views were asked for")
+        self.columns = [
+            tokenize_texts(
+                tokenizer, [row[c] for row in records.rows], max_length, desc=f"tokenising col {c}"
+            )
+            for c in range(columns)
+        ]
+        pad = tokenizer.pad_token_id
+        if pad is None:
+            raise DataError(f"{records.path}: the tokenizer has no pad token")
+        self.pad_token_id = int(pad)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __getitem__(self, i: int) -> tuple[int, list[np.ndarray]]:
+        if len(self.columns) == 1:
+            return i, [self.columns[0][i]] * self.n_views
+        return i, [column[i] for column in self.columns]
+
+    def collate(self, items: list[tuple[int, list[np.ndarray]]]) -> Batch:
+        return collate_views(items, self.pad_token_id)
+
+
+def collate_views(items: list[tuple[int, list[np.ndarray]]], pad_token_id: int) -> Batch:
+    """Pad every view of every example to the longest sequence in the batch."""
+    n_views = len(items[0][1])
+    longest = max(len(view) for _, views in items for view in views)
+    input_ids = torch.full((len(items), n_views, longest), pad_token_id, dtype=torch.long)
+    attention_mask = torch.zeros((len(items), n_views, longest), dtype=torch.long)
+    for b, (_, views) in enumerate(items):
+        for v, ids in enumerate(views):
+            input_ids[b, v, : len(ids)] = torch.from_numpy(ids.astype(np.int64))
+            attention_mask[b, v, : len(ids)] = 1
+    indices = torch.tensor([i for i, _ in items], dtype=torch.long)
+    return Batch(input_ids, attention_mask, indices)
+
+
+@dataclass
+class DataConfig:
+    """``data:`` section of a recipe."""
+
+    train_file: str = ""
+    max_length: int = DEFAULT_MAX_LENGTH
+    #: csv/tsv header: null = detect SimCSE-style names in row 1, true/false = force.
+    header: bool | None = None
+    #: views per example; null = 2 for one-sentence-per-line data, else the number of columns.
+    n_views: int | None = None
+
+    def validate(self) -> None:
+        if not self.train_file:
+            raise ConfigError("train_file: a training file is required")
+        if self.max_length < 2:
+            raise ConfigError(f"max_length: must be at least 2, got {self.max_length}")
+        if self.n_views is not None and self.n_views < 1:
+            raise ConfigError(f"n_views: must be positive, got {self.n_views}")

@@ -1,0 +1,156 @@
+"""Training-data readers.
+
+* one sentence per line (``.txt``, ``.txt.gz``) → unsupervised records, one view each;
+* csv / tsv (optionally ``.gz``) with 2 columns ``sent0,sent1`` or 3 columns ``sent0,sent1,hard_neg``
+  (SimCSE's layout), header optional → supervised records.
+
+Every problem is one :class:`DataError` naming ``file:line``: a missing or empty file, an undecodable
+byte, a row with the wrong number of fields or an empty field. Nothing is skipped silently: blank
+lines of a ``.txt`` are skipped and their count is logged.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+#: Header names accepted (case-insensitive) in the first row of a csv/tsv.
+HEADER_NAMES = {"sent0", "sent1", "hard_neg", "anchor", "positive", "negative", "sentence1", "sentence2"}
+
+
+class DataError(ValueError):
+    """Bad input data; the message starts with ``file:line``."""
+
+
+@dataclass(frozen=True)
+class Records:
+    """Rows of sentences: ``rows[i]`` holds the V texts of example i; ``lines[i]`` its source line."""
+
+    path: str
+    rows: list[tuple[str, ...]]
+    lines: list[int]
+
+    @property
+    def n_columns(self) -> int:
+        return len(self.rows[0])
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+def _read_text(path: Path) -> str:
+    """The whole file as text; a gzip is decompressed. Errors name file:line."""
+    if not path.exists():
+        raise DataError(f"{path}: file not found")
+    if not path.is_file():
+        raise DataError(f"{path}: not a file")
+    raw = path.read_bytes()
+    if path.suffix == ".gz":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError) as exc:
+            raise DataError(f"{path}: not a valid gzip file ({exc})") from None
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        byte = raw[exc.start : exc.start + 1].hex()
+        raise DataError(f"{path}:{line}: undecodable byte 0x{byte} (the file must be UTF-8)") from None
+
+
+def _base_suffix(path: Path) -> str:
+    suffixes = [s.lower() for s in path.suffixes]
+    if suffixes and suffixes[-1] == ".gz":
+        suffixes = suffixes[:-1]
+    return suffixes[-1] if suffixes else ""
+
+
+def read_sentences(path: str | Path) -> Records:
+    """One sentence per line; blank lines are skipped and counted in the log."""
+    path = Path(path)
+    text = _read_text(path)
+    rows, lines, blank = [], [], 0
+    for number, line in enumerate(text.splitlines(), start=1):
+        sentence = line.strip()
+        if not sentence:
+            blank += 1
+            continue
+        rows.append((sentence,))
+        lines.append(number)
+    if not rows:
+        raise DataError(f"{path}:1: the file is empty (no sentences)")
+    if blank:
+        logger.info("%s: skipped %d blank line(s), kept %d sentences", path, blank, len(rows))
+    return Records(str(path), rows, lines)
+
+
+def read_table(path: str | Path, header: bool | None = None) -> Records:
+    """csv/tsv with 2 or 3 columns. ``header=None`` detects SimCSE-style column names in row 1."""
+    path = Path(path)
+    delimiter = "\t" if _base_suffix(path) == ".tsv" else ","
+    text = _read_text(path)
+    if not text.strip():
+        raise DataError(f"{path}:1: the file is empty")
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+    rows: list[tuple[str, ...]] = []
+    lines: list[int] = []
+    n_columns = None
+    first = True
+    start_line = 1
+    try:
+        for record in reader:
+            line = start_line
+            start_line = reader.line_num + 1
+            if not record or all(not cell.strip() for cell in record):
+                continue  # a blank line is no row
+            if first:
+                first = False
+                is_header = header if header is not None else _looks_like_header(record)
+                if is_header:
+                    if len(record) not in (2, 3):
+                        raise DataError(f"{path}:{line}: header has {len(record)} columns, expected 2 or 3")
+                    n_columns = len(record)
+                    continue
+            if n_columns is None:
+                if len(record) not in (2, 3):
+                    raise DataError(
+                        f"{path}:{line}: {len(record)} field(s), expected 2 (sent0,sent1) "
+                        f"or 3 (sent0,sent1,hard_neg)"
+                    )
+                n_columns = len(record)
+            if len(record) != n_columns:
+                raise DataError(
+                    f"{path}:{line}: {len(record)} field(s), expected {n_columns} like the rows above"
+                )
+            cells = tuple(cell.strip() for cell in record)
+            empty = [i for i, cell in enumerate(cells) if not cell]
+            if empty:
+                raise DataError(f"{path}:{line}: field {empty[0] + 1} is empty")
+            rows.append(cells)
+            lines.append(line)
+    except csv.Error as exc:
+        raise DataError(f"{path}:{reader.line_num}: malformed {delimiter!r}-separated row ({exc})") from None
+    if not rows:
+        raise DataError(f"{path}:1: the file has no data rows")
+    return Records(str(path), rows, lines)
+
+
+def _looks_like_header(record: list[str]) -> bool:
+    return all(cell.strip().lower() in HEADER_NAMES for cell in record)
+
+
+def read_records(path: str | Path, header: bool | None = None) -> Records:
+    """Dispatch on the extension: .txt → sentences; .csv/.tsv → pairs or triplets."""
+    path = Path(path)
+    kind = _base_suffix(path)
+    if kind in (".csv", ".tsv"):
+        return read_table(path, header=header)
+    if kind in (".txt", ""):
+        return read_sentences(path)
+    raise DataError(f"{path}: unsupported file type {kind!r} (use .txt, .csv or .tsv, optionally .gz)")

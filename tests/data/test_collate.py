@@ -1,0 +1,38 @@
+import pytest
+import torch
+from transformers import AutoTokenizer
+
+from sentcl.data import ContrastiveDataset, DataError, Records
+
+
+@pytest.fixture
+def tokenizer(tiny_model_dir):
+    return AutoTokenizer.from_pretrained(str(tiny_model_dir))
+
+
+def test_unsupervised_two_identical_views_with_dynamic_padding(tokenizer):
+    records = Records("mem", [("a dog",), ("the small dog jumps in the park",)], [1, 2])
+    dataset = ContrastiveDataset(records, tokenizer, max_length=32)
+    batch = dataset.collate([dataset[0], dataset[1]])
+    longest = len(tokenizer("the small dog jumps in the park")["input_ids"])
+    assert batch.shape == (2, 2, longest)
+    assert torch.equal(batch.input_ids[:, 0], batch.input_ids[:, 1])
+    assert batch.attention_mask[0, 0].sum() == len(tokenizer("a dog")["input_ids"])
+    assert (batch.input_ids[0, 0, batch.attention_mask[0, 0] == 0] == tokenizer.pad_token_id).all()
+    assert batch.indices.tolist() == [0, 1]
+
+
+def test_supervised_triplets_and_truncation(tokenizer):
+    long = " ".join(["dog"] * 50)
+    records = Records("mem", [("a man", "a person", long)], [1])
+    dataset = ContrastiveDataset(records, tokenizer, max_length=8)
+    batch = dataset.collate([dataset[0]])
+    assert batch.shape == (1, 3, 8)
+    assert batch.attention_mask[0, 2].sum() == 8
+    assert batch.input_ids[0, 2, -1] == tokenizer.sep_token_id  # truncation keeps [SEP]
+
+
+def test_view_count_must_match_columns(tokenizer):
+    records = Records("pairs.csv", [("a", "b")], [1])
+    with pytest.raises(DataError, match="2 columns but 3 views"):
+        ContrastiveDataset(records, tokenizer, n_views=3)

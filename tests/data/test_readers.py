@@ -1,0 +1,92 @@
+import gzip
+import logging
+
+import pytest
+
+from sentcl.data import DataError, read_records, read_sentences, read_table
+
+
+def test_txt_skips_blank_lines_and_counts_them(tmp_path, caplog):
+    path = tmp_path / "s.txt"
+    path.write_text("first sentence\n\n  second one  \n   \nthird\n", encoding="utf-8")
+    with caplog.at_level(logging.INFO):
+        records = read_sentences(path)
+    assert records.rows == [("first sentence",), ("second one",), ("third",)]
+    assert records.lines == [1, 3, 5]
+    assert "skipped 2 blank line(s)" in caplog.text
+
+
+def test_txt_gz(tmp_path):
+    path = tmp_path / "s.txt.gz"
+    path.write_bytes(gzip.compress(b"a b c\nd e f\n"))
+    assert read_records(path).rows == [("a b c",), ("d e f",)]
+
+
+@pytest.mark.parametrize(
+    "content,header,expected",
+    [
+        ("sent0,sent1,hard_neg\na,b,c\nd,e,f\n", None, [("a", "b", "c"), ("d", "e", "f")]),
+        ("a,b,c\nd,e,f\n", None, [("a", "b", "c"), ("d", "e", "f")]),
+        ('sent0,sent1\n"x, with comma",y\n', None, [("x, with comma", "y")]),
+        ("q,r\ns,t\n", True, [("s", "t")]),
+    ],
+)
+def test_csv_pairs_and_triplets(tmp_path, content, header, expected):
+    path = tmp_path / "nli.csv"
+    path.write_text(content, encoding="utf-8")
+    assert read_table(path, header=header).rows == expected
+
+
+def test_tsv_and_source_lines(tmp_path):
+    path = tmp_path / "pairs.tsv"
+    path.write_text("anchor\tpositive\n\nx\ty\nz\tw\n", encoding="utf-8")
+    records = read_records(path)
+    assert records.rows == [("x", "y"), ("z", "w")]
+    assert records.lines == [3, 4]
+
+
+def test_csv_gz(tmp_path):
+    path = tmp_path / "triplets.csv.gz"
+    path.write_bytes(gzip.compress(b"sent0,sent1,hard_neg\na,b,c\n"))
+    assert read_records(path).rows == [("a", "b", "c")]
+
+
+@pytest.mark.parametrize(
+    "name,content,message",
+    [
+        ("bad.csv", "sent0,sent1,hard_neg\na,b,c\nd,e\n", r"bad\.csv:3: 2 field\(s\), expected 3"),
+        ("bad.csv", "a,b,c,d\n", r"bad\.csv:1: 4 field\(s\), expected 2"),
+        ("bad.csv", "a,b\nc,\n", r"bad\.csv:2: field 2 is empty"),
+        ("bad.csv", 'a,b\n"c,d\n', r"bad\.csv:\d+: malformed"),
+        ("empty.csv", "", r"empty\.csv:1: the file is empty"),
+        ("header_only.csv", "sent0,sent1\n", r"header_only\.csv:1: the file has no data rows"),
+        ("empty.txt", "\n\n", r"empty\.txt:1: the file is empty"),
+    ],
+)
+def test_malformed_inputs_name_file_and_line(tmp_path, name, content, message):
+    path = tmp_path / name
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(DataError, match=message):
+        read_records(path)
+
+
+def test_undecodable_byte_names_its_line(tmp_path):
+    path = tmp_path / "latin1.txt"
+    path.write_bytes(b"fine\nalso fine\ncaf\xe9\n")
+    with pytest.raises(DataError, match=r"latin1\.txt:3: undecodable byte 0xe9"):
+        read_records(path)
+
+
+def test_missing_file_and_unknown_type(tmp_path):
+    with pytest.raises(DataError, match=r"nope\.txt: file not found"):
+        read_records(tmp_path / "nope.txt")
+    (tmp_path / "x.json").write_text("{}")
+    with pytest.raises(DataError, match=r"unsupported file type"):
+        read_records(tmp_path / "x.json")
+
+
+def test_corrupt_gzip(tmp_path):
+    path = tmp_path / "s.txt.gz"
+    path.write_bytes(b"not gzip at all")
+    with pytest.raises(DataError, match=r"not a valid gzip"):
+        read_records(path)

@@ -1,0 +1,18 @@
+"""Model: any Hugging Face encoder → pooler → optional MLP head, with encode/save/load."""
+
+from sentcl.model.backbone import ModelLoadError, load_backbone, packaged_model_path, resolve_model_path
+from sentcl.model.encoder import EncodedBatch, ModelConfig, SentenceEncoder
+from sentcl.model.heads import MLPHead
+from sentcl.model.pooling import POOLERS
+
+__all__ = [
+    "POOLERS",
+    "EncodedBatch",
+    "MLPHead",
+    "ModelConfig",
+    "ModelLoadError",
+    "SentenceEncoder",
+    "load_backbone",
+    "packaged_model_path",
+    "resolve_model_path",
+]

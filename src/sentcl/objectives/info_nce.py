@@ -1,0 +1,77 @@
+"""SimCSE's contrastive objective (Gao, Yao & Chen, EMNLP 2021), unsupervised and supervised.
+
+    ℓ_i = −log  e^{sim(h_i, h_i⁺)/τ} / ( Σ_j e^{sim(h_i, h_j⁺)/τ} + Σ_j α^{[i=j]} e^{sim(h_i, h_j⁻)/τ} )
+
+* unsupervised: V=2 views of the same sentence (dropout is the augmentation), in-batch negatives;
+* supervised: V=2 (anchor, entailment) or V=3 (+ contradiction as hard negative). SimCSE's code adds
+  ``hard_negative_weight`` to the logit of each anchor's *own* hard negative; that is log α, so we take
+  α and add log α (α = 1 adds nothing, the paper's setting).
+sim is cosine similarity, τ the temperature (0.05).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from sentcl.config import ConfigError
+from sentcl.model import EncodedBatch
+from sentcl.objectives.base import ObjectiveOutput
+from sentcl.objectives.similarity import cosine_matrix
+
+
+@dataclass
+class InfoNCEConfig:
+    temperature: float = 0.05
+    #: α: weight of each anchor's own hard negative in the denominator (V=3 only); 1 = unweighted.
+    hard_negative_weight: float = 1.0
+
+    def validate(self) -> None:
+        if not self.temperature > 0:
+            raise ConfigError(f"temperature: must be positive, got {self.temperature}")
+        if not self.hard_negative_weight > 0:
+            raise ConfigError(f"hard_negative_weight: α must be positive, got {self.hard_negative_weight}")
+
+
+def info_nce_loss(
+    anchor: torch.Tensor,  # [B, D]
+    positive: torch.Tensor,  # [B, D]
+    hard_negative: torch.Tensor | None = None,  # [B, D]
+    temperature: float = 0.05,
+    hard_negative_weight: float = 1.0,
+) -> torch.Tensor:
+    logits = cosine_matrix(anchor, positive) / temperature  # [B, B]; diagonal = positives
+    if hard_negative is not None:
+        negatives = cosine_matrix(anchor, hard_negative) / temperature  # [B, B]
+        if hard_negative_weight != 1.0:
+            eye = torch.eye(negatives.shape[0], device=negatives.device, dtype=negatives.dtype)
+            negatives = negatives + math.log(hard_negative_weight) * eye
+        logits = torch.cat([logits, negatives], dim=1)  # [B, 2B]
+    labels = torch.arange(anchor.shape[0], device=anchor.device)
+    return F.cross_entropy(logits, labels)
+
+
+class InfoNCE(nn.Module):
+    """SimCSE's loss on encoded views: view 0 anchors, view 1 positives, view 2 hard negatives."""
+
+    def __init__(self, config: InfoNCEConfig | None = None):
+        super().__init__()
+        self.config = config or InfoNCEConfig()
+
+    def forward(self, encoded: EncodedBatch) -> ObjectiveOutput:
+        embeddings = encoded.embeddings  # [B, V, D]
+        views = embeddings.shape[1]
+        if views not in (2, 3):
+            raise ValueError(f"SimCSE needs 2 or 3 views per example, got {views}")
+        loss = info_nce_loss(
+            embeddings[:, 0],
+            embeddings[:, 1],
+            embeddings[:, 2] if views == 3 else None,
+            temperature=self.config.temperature,
+            hard_negative_weight=self.config.hard_negative_weight,
+        )
+        return ObjectiveOutput(loss=loss, terms={"info_nce": loss.detach()})

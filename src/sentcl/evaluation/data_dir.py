@@ -1,0 +1,72 @@
+"""Where evaluation data lives: ``--data-dir`` > ``$SENTCL_DATA`` > a cache filled by download.
+
+The download is SimCSE's SentEval bundle (STS12–16, STS-B, SICK-R, transfer tasks) from the Hugging
+Face hub through ``huggingface_hub`` (which checks the file against the hub's sha256 and caches it),
+unpacked once into ``$SENTCL_CACHE`` (default ``~/.cache/sentcl``). Tests never use it: they point
+``SENTCL_DATA`` at local copies.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tarfile
+import tempfile
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+SENTEVAL_REPO = "princeton-nlp/datasets-for-simcse"
+SENTEVAL_FILE = "senteval.tar"
+
+
+class DataDirError(RuntimeError):
+    pass
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("SENTCL_CACHE", Path.home() / ".cache" / "sentcl")).expanduser()
+
+
+def resolve_data_dir(explicit: str | Path | None = None, download: bool = True) -> Path:
+    if explicit:
+        path = Path(explicit).expanduser()
+        if not path.is_dir():
+            raise DataDirError(f"--data-dir {path}: no such folder")
+        return path
+    env = os.environ.get("SENTCL_DATA")
+    if env:
+        path = Path(env).expanduser()
+        if not path.is_dir():
+            raise DataDirError(f"SENTCL_DATA={env}: no such folder")
+        return path
+    target = cache_dir() / "senteval"
+    if target.is_dir():
+        return target
+    if not download:
+        raise DataDirError("no evaluation data: pass --data-dir, set SENTCL_DATA, or allow the download")
+    return download_senteval(target)
+
+
+def download_senteval(target: Path) -> Path:  # pragma: no cover - needs the network
+    """Fetch SimCSE's SentEval bundle and unpack it into ``target`` (atomically)."""
+    from huggingface_hub import hf_hub_download
+
+    logger.info("downloading %s/%s (SentEval data, ~2 GB unpacked) …", SENTEVAL_REPO, SENTEVAL_FILE)
+    try:
+        archive = hf_hub_download(SENTEVAL_REPO, SENTEVAL_FILE, repo_type="dataset")
+    except Exception as exc:
+        raise DataDirError(
+            f"could not download the SentEval data ({exc}); offline, pass --data-dir or set SENTCL_DATA"
+        ) from None
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".senteval-", dir=target.parent))
+    try:
+        with tarfile.open(archive) as tar:
+            tar.extractall(tmp, filter="data")
+        tmp.rename(target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target

@@ -1,0 +1,200 @@
+"""Readers for the seven STS tasks in SentEval's layouts, exactly as SimCSE's SentEval copy reads them.
+
+* STS12–STS16: ``STS.input.<name>.txt`` (two tab-separated sentences per line; extra fields ignored)
+  and ``STS.gs.<name>.txt`` (one score per line, *empty where unscored*: those pairs are dropped).
+  STS16's originals are named ``STS2016.input.<name>.txt`` / ``STS2016.gs.<name>.txt``; both names work.
+* STS-B: ``sts-{train,dev,test}.csv``, tab-separated, score in field 5, sentences in fields 6 and 7.
+* SICK-R: ``SICK_{train,trial,test_annotated}.txt`` with a header; sentences in fields 2–3, score in 4.
+
+Sentences are whitespace-normalised (SentEval splits on whitespace and joins with one space).
+A task whose files are absent is reported missing (with where we looked); a malformed file is an error
+naming file:line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+STS_YEARS = {
+    "STS12": ("2012", ["MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"]),
+    "STS13": ("2013", ["FNWN", "headlines", "OnWN"]),
+    "STS14": ("2014", ["deft-forum", "deft-news", "headlines", "images", "OnWN", "tweet-news"]),
+    "STS15": ("2015", ["answers-forums", "answers-students", "belief", "headlines", "images"]),
+    "STS16": ("2016", ["answer-answer", "headlines", "plagiarism", "postediting", "question-question"]),
+}
+STSB_SPLITS = ("train", "dev", "test")
+SICK_FILES = {"train": "SICK_train.txt", "trial": "SICK_trial.txt", "test": "SICK_test_annotated.txt"}
+#: the seven tasks of SimCSE's table, in its order
+STS_TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness")
+DISPLAY_NAMES = {"STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R"}
+
+
+class STSDataError(ValueError):
+    """A malformed STS file; the message starts with file:line."""
+
+
+@dataclass
+class PairSet:
+    """Scored sentence pairs of one dataset (a file or a split)."""
+
+    name: str
+    sentences1: list[str]
+    sentences2: list[str]
+    scores: np.ndarray  # [N] gold similarity
+
+    def __len__(self) -> int:
+        return len(self.scores)
+
+
+@dataclass
+class STSTask:
+    name: str
+    datasets: dict[str, PairSet]  # empty when missing
+    missing: str | None = None  # why the task could not be loaded
+
+
+def _normalise(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _read_lines(path: Path) -> list[str]:
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise STSDataError(f"{path}:{line}: undecodable byte (the file must be UTF-8)") from None
+    return text.splitlines()
+
+
+def _float(value: str, path: Path, line: int) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        raise STSDataError(f"{path}:{line}: score {value!r} is not a number") from None
+
+
+def _candidate_dirs(root: Path, names: list[str]) -> list[Path]:
+    prefixes = [
+        "",
+        "STS",
+        "downstream",
+        "downstream/STS",
+        "SentEval/data/downstream",
+        "SentEval/data/downstream/STS",
+    ]
+    return [root / prefix / name for name in names for prefix in prefixes]
+
+
+def read_senteval_sts(input_file: Path, gold_file: Path, name: str) -> PairSet:
+    inputs = _read_lines(input_file)
+    gold = _read_lines(gold_file)
+    if len(inputs) != len(gold):
+        raise STSDataError(
+            f"{gold_file}: {len(gold)} score lines but {input_file.name} has {len(inputs)} sentence pairs"
+        )
+    s1, s2, scores = [], [], []
+    for number, (pair, score) in enumerate(zip(inputs, gold, strict=True), start=1):
+        if not score.strip():
+            continue  # unscored pair: SentEval drops it
+        fields = pair.split("\t")
+        if len(fields) < 2:
+            raise STSDataError(f"{input_file}:{number}: expected two tab-separated sentences")
+        s1.append(_normalise(fields[0]))
+        s2.append(_normalise(fields[1]))
+        scores.append(_float(score.strip(), gold_file, number))
+    return PairSet(name, s1, s2, np.asarray(scores, dtype=np.float64))
+
+
+def load_sts_year(root: Path, task: str) -> STSTask:
+    year, names = STS_YEARS[task]
+    dirs = _candidate_dirs(root, [f"{task}-en-test", task, task.lower()])
+    for folder in dirs:
+        if not folder.is_dir():
+            continue
+        datasets = {}
+        for name in names:
+            for stem in ("STS", f"STS{year}"):
+                inp, gs = folder / f"{stem}.input.{name}.txt", folder / f"{stem}.gs.{name}.txt"
+                if inp.is_file() and gs.is_file():
+                    datasets[name] = read_senteval_sts(inp, gs, name)
+                    break
+        absent = [n for n in names if n not in datasets]
+        if absent:
+            return STSTask(task, {}, missing=f"{folder}: no input/gold files for {', '.join(absent)}")
+        return STSTask(task, datasets)
+    return STSTask(task, {}, missing=f"no {task} folder under {root} (looked for {task}-en-test, {task})")
+
+
+def read_stsb_split(path: Path, split: str) -> PairSet:
+    s1, s2, scores = [], [], []
+    for number, line in enumerate(_read_lines(path), start=1):
+        if not line.strip():
+            continue
+        fields = line.strip().split("\t")
+        if len(fields) < 7:
+            raise STSDataError(
+                f"{path}:{number}: expected at least 7 tab-separated fields, got {len(fields)}"
+            )
+        scores.append(_float(fields[4], path, number))
+        s1.append(_normalise(fields[5]))
+        s2.append(_normalise(fields[6]))
+    return PairSet(split, s1, s2, np.asarray(scores, dtype=np.float64))
+
+
+def load_stsb(root: Path, splits: tuple[str, ...] = STSB_SPLITS) -> STSTask:
+    dirs = _candidate_dirs(root, ["stsb/senteval", "STSBenchmark", "stsbenchmark", "stsb"])
+    for folder in dirs:
+        files = {split: folder / f"sts-{split}.csv" for split in splits}
+        if not any(f.is_file() for f in files.values()):
+            continue
+        absent = [f.name for f in files.values() if not f.is_file()]
+        if absent:
+            return STSTask("STSBenchmark", {}, missing=f"{folder}: {', '.join(absent)} not found")
+        return STSTask("STSBenchmark", {split: read_stsb_split(f, split) for split, f in files.items()})
+    wanted = ", ".join(f"sts-{s}.csv" for s in splits)
+    return STSTask(
+        "STSBenchmark", {}, missing=f"no {wanted} under {root} (looked in stsb/senteval, STSBenchmark)"
+    )
+
+
+def read_sick(path: Path, split: str) -> PairSet:
+    s1, s2, scores = [], [], []
+    lines = _read_lines(path)
+    for number, line in enumerate(lines[1:], start=2):  # row 1 is the header
+        if not line.strip():
+            continue
+        fields = line.strip().split("\t")
+        if len(fields) < 4:
+            raise STSDataError(
+                f"{path}:{number}: expected at least 4 tab-separated fields, got {len(fields)}"
+            )
+        s1.append(_normalise(fields[1]))
+        s2.append(_normalise(fields[2]))
+        scores.append(_float(fields[3], path, number))
+    return PairSet(split, s1, s2, np.asarray(scores, dtype=np.float64))
+
+
+def load_sick(root: Path, splits: tuple[str, ...] = ("test",)) -> STSTask:
+    for folder in _candidate_dirs(root, ["SICK", "sick"]):
+        files = {split: folder / SICK_FILES[split] for split in splits}
+        if not any(f.is_file() for f in files.values()):
+            continue
+        absent = [f.name for f in files.values() if not f.is_file()]
+        if absent:
+            return STSTask("SICKRelatedness", {}, missing=f"{folder}: {', '.join(absent)} not found")
+        return STSTask("SICKRelatedness", {split: read_sick(f, split) for split, f in files.items()})
+    return STSTask("SICKRelatedness", {}, missing=f"no SICK/{SICK_FILES['test']} under {root}")
+
+
+def load_task(root: Path, task: str, splits: tuple[str, ...] | None = None) -> STSTask:
+    if task in STS_YEARS:
+        return load_sts_year(root, task)
+    if task == "STSBenchmark":
+        return load_stsb(root, splits or ("test",))
+    if task == "SICKRelatedness":
+        return load_sick(root, splits or ("test",))
+    raise ValueError(f"unknown STS task {task!r}; known: {', '.join(STS_TASKS)}")

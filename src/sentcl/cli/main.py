@@ -1,0 +1,112 @@
+"""``sentcl`` command line: parses arguments and calls the library, nothing more."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from functools import partial
+from pathlib import Path
+from types import SimpleNamespace
+
+from sentcl import __version__
+from sentcl.atomic_write import atomic_file
+from sentcl.config import ConfigError
+from sentcl.data import DataError
+from sentcl.evaluation import DataDirError, STSDataError, STSEvaluator, TaskSpecError, resolve_data_dir
+from sentcl.model import POOLERS, ModelLoadError, SentenceEncoder
+from sentcl.training import TrainingError, load_recipe, summarise, train
+from sentcl.training.recipe import replace_training
+
+#: errors caused by the user's input: one line, no traceback
+USER_ERRORS = (
+    ConfigError,
+    DataError,
+    STSDataError,
+    TaskSpecError,
+    ModelLoadError,
+    DataDirError,
+    TrainingError,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sentcl", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"sentcl {__version__}")
+    parser.add_argument("-q", "--quiet", action="store_true", help="only warnings and results")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    p = commands.add_parser("train", help="train a sentence encoder from a YAML recipe")
+    p.add_argument("config", help="recipe, e.g. configs/simcse_unsup_minilm_cpu.yaml")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="e.g. training.learning_rate=1e-5")
+    p.add_argument("--output", help="output folder (overrides training.output_dir)")
+    p.add_argument("--overwrite", action="store_true", help="allow a non-empty output folder")
+
+    p = commands.add_parser("evaluate", help="evaluate a model on STS")
+    p.add_argument("model", help="a model folder, a sentcl run folder or a hub id")
+    p.add_argument("--pooler", choices=list(POOLERS), help="default: the one saved with the model, else avg")
+    p.add_argument(
+        "--tasks", default="sts", help="sts (7-task table) | stsb-dev | comma-separated task names"
+    )
+    p.add_argument("--aggregation", default="all", choices=["all", "mean", "wmean"], help="for STS12–16")
+    p.add_argument("--data-dir", help="evaluation data (default: $SENTCL_DATA, else the download cache)")
+    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--json", help="also write all scores to this JSON file")
+    return parser
+
+
+def run_train(args: argparse.Namespace) -> int:
+    config = load_recipe(args.config, args.overrides)
+    changes = {}
+    if args.output:
+        changes["output_dir"] = args.output
+    if args.overwrite:
+        changes["overwrite_output_dir"] = True
+    result = train(replace_training(config, **changes) if changes else config)
+    print(summarise(result))
+    return 0
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    evaluator = STSEvaluator(resolve_data_dir(args.data_dir), args.tasks, args.aggregation)
+    encoder = SentenceEncoder.load(args.model, pooler=args.pooler)
+
+    report = evaluator.report(SimpleNamespace(encode=partial(encoder.encode, batch_size=args.batch_size)))
+    print(f"{args.model} (pooler {encoder.pooler})")
+    print(evaluator.format(report))
+    if args.json:
+        payload = {
+            "model": args.model,
+            "pooler": encoder.pooler,
+            "metrics": evaluator.metrics(report),
+            "missing": report.missing,
+            "tasks": {
+                name: {
+                    "datasets": {k: vars(v) for k, v in scores.datasets.items()},
+                    "aggregated": {k: vars(v) for k, v in scores.aggregated.items()},
+                }
+                for name, scores in report.scores.items()
+            },
+        }
+        with atomic_file(Path(args.json)) as handle:
+            json.dump(payload, handle, indent=2)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.WARNING if args.quiet else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
+    )
+    for noisy in ("transformers", "httpx", "huggingface_hub"):
+        logging.getLogger(noisy).setLevel(logging.ERROR)
+    try:
+        return {"train": run_train, "evaluate": run_evaluate}[args.command](args)
+    except USER_ERRORS as exc:
+        print(f"sentcl {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,15 @@
+"""Training: recipes, optimiser and schedule, the loop."""
+
+from sentcl.training.loop import TrainingError, TrainResult, summarise, train
+from sentcl.training.recipe import LoopConfig, TrainConfig, load_recipe, recipe_from_dict
+
+__all__ = [
+    "LoopConfig",
+    "TrainConfig",
+    "TrainResult",
+    "TrainingError",
+    "load_recipe",
+    "recipe_from_dict",
+    "summarise",
+    "train",
+]

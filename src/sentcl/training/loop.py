@@ -1,0 +1,220 @@
+"""The training loop, top to bottom: data → encoder → objective → AdamW step → evaluate → keep the best.
+
+A run writes into ``output_dir``:
+  config.yaml     the resolved recipe
+  metrics.jsonl   one JSON object per logging or evaluation step
+  model/          the best model by the evaluation metric (SimCSE's policy), written atomically;
+                  the final model when evaluation is off
+  summary.json    initial / best metrics and where the best was found
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import yaml
+from tqdm.auto import tqdm
+from transformers import set_seed
+
+from sentcl.atomic_write import atomic_file
+from sentcl.config import ConfigError, expand_path
+from sentcl.data import ContrastiveDataset, read_records
+from sentcl.evaluation import STSEvaluator, resolve_data_dir
+from sentcl.model import SentenceEncoder
+from sentcl.objectives import REGISTRY
+from sentcl.training.optim import build_optimizer, build_scheduler
+from sentcl.training.recipe import TrainConfig
+
+logger = logging.getLogger(__name__)
+
+
+class TrainingError(RuntimeError):
+    pass
+
+
+@dataclass
+class TrainResult:
+    output_dir: Path
+    steps: int
+    primary_metric: str | None = None
+    initial_metrics: dict[str, float] | None = None
+    best_metrics: dict[str, float] | None = None
+    best_step: int | None = None
+    history: list[dict] = field(default_factory=list)
+
+
+def _device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+class MetricsLog:
+    """Append-only JSONL, flushed at every line so a crashed run keeps its history."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.handle = path.open("w", encoding="utf-8")
+        self.records: list[dict] = []
+
+    def write(self, record: dict) -> None:
+        self.records.append(record)
+        self.handle.write(json.dumps(record) + "\n")
+        self.handle.flush()
+
+    def close(self) -> None:
+        self.handle.close()
+
+
+def prepare_output_dir(path: Path, overwrite: bool) -> None:
+    if path.exists() and any(path.iterdir()) and not overwrite:
+        raise ConfigError(
+            f"training.output_dir: {path} is not empty; pass --overwrite (training.overwrite_output_dir=true)"
+        )
+    path.mkdir(parents=True, exist_ok=True)
+
+
+def train(config: TrainConfig) -> TrainResult:
+    loop = config.training
+    output_dir = Path(loop.output_dir)
+    prepare_output_dir(output_dir, loop.overwrite_output_dir)
+    with atomic_file(output_dir / "config.yaml") as handle:
+        yaml.safe_dump(config.to_dict(), handle, sort_keys=False)
+    set_seed(loop.seed)
+    device = _device(loop.device)
+
+    # Everything that can fail on bad input is checked before the first step.
+    records = read_records(expand_path(config.data.train_file, "data.train_file"), header=config.data.header)
+    evaluator = None
+    if loop.eval_steps > 0:
+        data_dir = resolve_data_dir(
+            loop.eval_data_dir and expand_path(loop.eval_data_dir, "training.eval_data_dir")
+        )
+        evaluator = STSEvaluator(data_dir, loop.eval_task)
+    encoder = SentenceEncoder.from_config(config.model).to(device)
+    dataset = ContrastiveDataset(records, encoder.tokenizer, config.data.max_length, config.data.n_views)
+    objective_class, _ = REGISTRY[config.objective_name]
+    objective = objective_class(config.objective).to(device)
+
+    generator = torch.Generator().manual_seed(loop.seed)
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_size=loop.batch_size, shuffle=True, generator=generator,
+        collate_fn=dataset.collate, drop_last=loop.drop_last,
+    )  # fmt: skip
+    if len(loader) == 0:
+        raise ConfigError(
+            f"training.batch_size: {loop.batch_size} exceeds the {len(dataset)} examples (drop_last)"
+        )
+    total_steps = loop.max_steps if loop.max_steps > 0 else loop.epochs * len(loader)
+    warmup = loop.warmup_steps or int(loop.warmup_ratio * total_steps)
+    params = list(encoder.parameters()) + list(objective.parameters())
+    optimizer = build_optimizer(
+        torch.nn.ModuleList([encoder, objective]), loop.learning_rate, loop.weight_decay
+    )
+    scheduler = build_scheduler(optimizer, warmup, total_steps)
+    logger.info(
+        "%d examples × %d views, %d steps of batch %d on %s", len(dataset), dataset.n_views, total_steps,
+        loop.batch_size, device,
+    )  # fmt: skip
+
+    log = MetricsLog(output_dir / "metrics.jsonl")
+    result = TrainResult(
+        output_dir, 0, primary_metric=evaluator.primary if evaluator else None, history=log.records
+    )
+
+    def evaluate(step: int) -> dict[str, float]:
+        assert evaluator is not None
+        started = time.perf_counter()
+        metrics = evaluator(encoder)
+        log.write({"step": step, "eval": metrics, "eval_seconds": round(time.perf_counter() - started, 2)})
+        return metrics
+
+    def consider(step: int, metrics: dict[str, float]) -> None:
+        best = result.best_metrics
+        if best is None or metrics[evaluator.primary] > best[evaluator.primary]:
+            result.best_metrics, result.best_step = metrics, step
+            encoder.save(output_dir / "model")
+            progress.set_postfix_str(f"best {evaluator.primary}={metrics[evaluator.primary]:.2f} @ {step}")
+
+    if evaluator is not None and loop.eval_at_start:
+        result.initial_metrics = evaluate(0)
+
+    encoder.train()
+    progress = tqdm(total=total_steps, desc="training", unit="step")
+    step, window, started = 0, [], time.perf_counter()
+    try:
+        while step < total_steps:
+            for batch in loader:
+                batch = batch.to(device)
+                output = objective(encoder(batch.input_ids, batch.attention_mask))
+                if not torch.isfinite(output.loss):
+                    lines = [records.lines[int(i)] for i in batch.indices]
+                    raise TrainingError(
+                        f"step {step + 1}: loss is {output.loss.item()} (batch from {records.path} lines "
+                        f"{lines[:10]}{' …' if len(lines) > 10 else ''}); the last saved model is untouched"
+                    )
+                output.loss.backward()
+                if loop.max_grad_norm > 0:
+                    torch.nn.utils.clip_grad_norm_(params, loop.max_grad_norm)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+                step += 1
+                window.append({k: v.item() for k, v in output.terms.items()} | {"loss": output.loss.item()})
+                progress.update(1)
+                if step % loop.logging_steps == 0 or step == total_steps:
+                    means = {k: sum(w[k] for w in window) / len(window) for k in window[0]}
+                    elapsed = time.perf_counter() - started
+                    log.write(
+                        {
+                            "step": step,
+                            **means,
+                            "lr": scheduler.get_last_lr()[0],
+                            "seconds": round(elapsed, 2),
+                        }
+                    )
+                    progress.set_description(f"training loss {means['loss']:.4f}")
+                    window = []
+                if evaluator is not None and (step % loop.eval_steps == 0 or step == total_steps):
+                    consider(step, evaluate(step))
+                    encoder.train()
+                if step >= total_steps:
+                    break
+    finally:
+        progress.close()
+        log.close()
+    result.steps = step
+    if evaluator is None:
+        encoder.save(output_dir / "model")
+    summary = {
+        "steps": step,
+        "primary_metric": result.primary_metric,
+        "initial": result.initial_metrics,
+        "best": result.best_metrics,
+        "best_step": result.best_step,
+        "model": str(output_dir / "model"),
+    }
+    with atomic_file(output_dir / "summary.json") as handle:
+        json.dump(summary, handle, indent=2)
+    return result
+
+
+def summarise(result: TrainResult) -> str:
+    """Two lines a person reads after a run: the metric before and after training."""
+    if result.primary_metric is None or result.best_metrics is None:
+        return f"trained {result.steps} steps; model saved to {result.output_dir / 'model'}"
+    key = result.primary_metric
+    lines = []
+    if result.initial_metrics is not None:
+        lines.append(f"before training: {key} = {result.initial_metrics[key]:.2f}")
+    lines.append(f"after training:  {key} = {result.best_metrics[key]:.2f} (best, step {result.best_step})")
+    lines.append(f"model: {result.output_dir / 'model'}")
+    if math.isnan(result.best_metrics[key]):
+        lines.append("warning: the metric is NaN")
+    return "\n".join(lines)

@@ -1,0 +1,118 @@
+"""A training recipe: the ``model``, ``data``, ``objective`` and ``training`` sections of a YAML file.
+
+Every key is typed; an unknown key anywhere is an error naming it (e.g. ``training.lr``).
+``objective.name`` picks the objective from the registry; its other keys fill that objective's config.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sentcl.config import ConfigError, apply_overrides, from_dict, load_yaml, to_dict
+from sentcl.data import DataConfig
+from sentcl.model import ModelConfig
+from sentcl.objectives import REGISTRY
+
+
+@dataclass
+class LoopConfig:
+    """``training:`` section. Defaults are SimCSE's unsupervised BERT-base recipe."""
+
+    output_dir: str = "runs/simcse"
+    overwrite_output_dir: bool = False
+    batch_size: int = 64
+    learning_rate: float = 3e-5
+    epochs: int = 1
+    #: > 0: stop after this many optimiser steps (overrides epochs)
+    max_steps: int = 0
+    warmup_steps: int = 0
+    #: used when warmup_steps is 0: a fraction of the total steps
+    warmup_ratio: float = 0.0
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    seed: int = 42
+    #: evaluate every N steps (and at the end), keeping the best model; 0 = no evaluation
+    eval_steps: int = 125
+    eval_task: str = "stsb-dev"
+    #: also evaluate the initial model (step 0), for a before/after comparison
+    eval_at_start: bool = False
+    #: evaluation data folder; null = $SENTCL_DATA, else the download cache
+    eval_data_dir: str | None = None
+    logging_steps: int = 10
+    device: str = "auto"
+    drop_last: bool = False
+
+    def validate(self) -> None:
+        positive = {
+            "batch_size": self.batch_size,
+            "learning_rate": self.learning_rate,
+            "logging_steps": self.logging_steps,
+        }
+        for key, value in positive.items():
+            if not value > 0:
+                raise ConfigError(f"{key}: must be positive, got {value}")
+        if self.epochs < 1 and self.max_steps <= 0:
+            raise ConfigError("epochs: must be at least 1 unless max_steps is set")
+        for key in ("max_steps", "warmup_steps", "eval_steps", "weight_decay", "max_grad_norm"):
+            if getattr(self, key) < 0:
+                raise ConfigError(f"{key}: must not be negative, got {getattr(self, key)}")
+        if not 0.0 <= self.warmup_ratio < 1.0:
+            raise ConfigError(f"warmup_ratio: must be in [0, 1), got {self.warmup_ratio}")
+
+
+@dataclass
+class TrainConfig:
+    model: ModelConfig
+    data: DataConfig
+    objective_name: str = "simcse"
+    objective: Any = None  # the registry's config dataclass for objective_name
+    training: LoopConfig = field(default_factory=LoopConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": to_dict(self.model),
+            "data": to_dict(self.data),
+            "objective": {"name": self.objective_name, **to_dict(self.objective)},
+            "training": to_dict(self.training),
+        }
+
+
+SECTIONS = ("model", "data", "objective", "training")
+
+
+def recipe_from_dict(data: dict[str, Any]) -> TrainConfig:
+    unknown = [key for key in data if key not in SECTIONS]
+    if unknown:
+        raise ConfigError(f"unknown config key {unknown[0]!r} (sections: {', '.join(SECTIONS)})")
+    for key in SECTIONS:
+        if data.get(key) is not None and not isinstance(data[key], dict):
+            raise ConfigError(f"{key}: expected a mapping")
+    objective = dict(data.get("objective") or {})
+    name = objective.pop("name", "simcse")
+    if name not in REGISTRY:
+        raise ConfigError(f"objective.name: {name!r} is not one of {', '.join(REGISTRY)}")
+    _, objective_config = REGISTRY[name]
+    return TrainConfig(
+        model=from_dict(ModelConfig, data.get("model") or {}, prefix="model"),
+        data=from_dict(DataConfig, data.get("data") or {}, prefix="data"),
+        objective_name=name,
+        objective=from_dict(objective_config, objective, prefix="objective"),
+        training=from_dict(LoopConfig, data.get("training") or {}, prefix="training"),
+    )
+
+
+def load_recipe(path: str | Path, overrides: list[str] | None = None) -> TrainConfig:
+    """Read a YAML recipe and apply ``key=value`` overrides (e.g. ``training.learning_rate=1e-5``)."""
+    data = load_yaml(path)
+    apply_overrides(data, overrides or [])
+    try:
+        return recipe_from_dict(data)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+def replace_training(config: TrainConfig, **changes: Any) -> TrainConfig:
+    return dataclasses.replace(config, training=dataclasses.replace(config.training, **changes))

@@ -1,0 +1,77 @@
+import json
+
+import pytest
+
+from sentcl.cli.main import main
+from tests.conftest import SENTENCES
+
+
+def test_evaluate_prints_stsb_dev_and_writes_json(tiny_model_dir, stsb_data_dir, tmp_path, capsys):
+    out = tmp_path / "scores.json"
+    code = main(
+        [
+            "evaluate",
+            str(tiny_model_dir),
+            "--tasks",
+            "stsb-dev",
+            "--data-dir",
+            str(stsb_data_dir),
+            "--json",
+            str(out),
+        ]
+    )
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "pooler avg" in printed and "STS-B dev  Spearman" in printed
+    payload = json.loads(out.read_text())
+    assert (
+        payload["metrics"]["stsb_dev_spearman"]
+        == payload["tasks"]["STSBenchmark"]["datasets"]["dev"]["spearman"]
+    )
+
+
+def test_evaluate_seven_task_table_reports_missing(tiny_model_dir, stsb_data_dir, capsys):
+    assert main(["evaluate", str(tiny_model_dir), "--data-dir", str(stsb_data_dir)]) == 0
+    printed = capsys.readouterr().out
+    for name in ("STS12", "STS16", "STS-B", "SICK-R"):
+        assert name in printed
+    assert "no partial average" in printed
+
+
+def test_train_then_evaluate(tiny_model_dir, stsb_data_dir, tmp_path, capsys):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(SENTENCES) + "\n")
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(
+        f"model: {{name_or_path: {tiny_model_dir}, pooler: avg}}\n"
+        f"data: {{train_file: {corpus}, max_length: 16}}\n"
+        "training: {batch_size: 4, max_steps: 2, eval_steps: 2, eval_at_start: true, "
+        f"eval_data_dir: {stsb_data_dir}}}\n"
+    )
+    assert main(["train", str(recipe), "training.learning_rate=1e-4", "--output", str(tmp_path / "run")]) == 0
+    printed = capsys.readouterr().out
+    assert "before training: stsb_dev_spearman" in printed and "after training:" in printed
+    assert (
+        main(["evaluate", str(tmp_path / "run"), "--tasks", "stsb-dev", "--data-dir", str(stsb_data_dir)])
+        == 0
+    )
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["evaluate", "/nonexistent/model", "--tasks", "stsb-dev"], "no such folder"),
+        (["evaluate", "{model}", "--tasks", "nope"], "unknown evaluation task 'nope'"),
+        (["train", "{recipe}", "training.lr=1"], "unknown config key 'training.lr'"),
+    ],
+)
+def test_user_errors_are_one_line_with_exit_code_2(
+    argv, message, tiny_model_dir, stsb_data_dir, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.setenv("SENTCL_DATA", str(stsb_data_dir))
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("model: {name_or_path: m}\ndata: {train_file: t.txt}\n")
+    argv = [a.format(model=tiny_model_dir, recipe=recipe) for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err

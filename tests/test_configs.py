@@ -1,0 +1,34 @@
+"""Every shipped recipe parses and validates, and the paper recipes carry the paper's numbers."""
+
+from pathlib import Path
+
+import pytest
+
+from sentcl.training import load_recipe
+
+CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
+
+
+def test_there_are_recipes():
+    names = {p.name for p in CONFIGS}
+    assert {"simcse_unsup_bert_base.yaml", "simcse_sup_bert_base.yaml"} <= names
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_recipe_loads(path):
+    load_recipe(path)
+
+
+def test_paper_hyperparameters():
+    configs = {p.name: p for p in CONFIGS}
+    unsup = load_recipe(configs["simcse_unsup_bert_base.yaml"])
+    assert (unsup.training.batch_size, unsup.training.learning_rate, unsup.training.epochs) == (64, 3e-5, 1)
+    assert (unsup.data.max_length, unsup.objective.temperature) == (32, 0.05)
+    assert (unsup.model.pooler, unsup.model.mlp_only_train, unsup.training.eval_steps) == ("cls", True, 125)
+    sup = load_recipe(configs["simcse_sup_bert_base.yaml"])
+    assert (sup.training.batch_size, sup.training.learning_rate, sup.training.epochs) == (512, 5e-5, 3)
+    assert (sup.model.pooler, sup.model.mlp_only_train, sup.objective.hard_negative_weight) == (
+        "cls",
+        False,
+        1.0,
+    )

@@ -1,0 +1,113 @@
+import json
+
+import pytest
+import torch
+
+from sentcl.config import ConfigError
+from sentcl.model import SentenceEncoder
+from sentcl.objectives import REGISTRY, InfoNCE, ObjectiveOutput
+from sentcl.training import TrainingError, recipe_from_dict, train
+from tests.conftest import SENTENCES
+
+
+def recipe(tiny_model_dir, train_file, output_dir, data_dir, **training):
+    return recipe_from_dict(
+        {
+            "model": {"name_or_path": str(tiny_model_dir), "pooler": "cls", "mlp_only_train": True},
+            "data": {"train_file": str(train_file), "max_length": 16},
+            "objective": {"name": "simcse", "temperature": 0.05},
+            "training": {
+                "output_dir": str(output_dir),
+                "batch_size": 4,
+                "learning_rate": 1e-3,
+                "max_steps": 6,
+                "eval_steps": 3,
+                "eval_at_start": True,
+                "eval_data_dir": str(data_dir),
+                "logging_steps": 2,
+                "seed": 7,
+            }
+            | training,
+        }
+    )
+
+
+@pytest.fixture
+def wiki_file(tmp_path):
+    path = tmp_path / "wiki.txt"
+    path.write_text("\n".join(SENTENCES * 2) + "\n\n")
+    return path
+
+
+def test_unsupervised_run_writes_best_model_log_and_summary(
+    tmp_path, tiny_model_dir, wiki_file, stsb_data_dir
+):
+    result = train(recipe(tiny_model_dir, wiki_file, tmp_path / "run", stsb_data_dir))
+    out = tmp_path / "run"
+    assert result.steps == 6
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    evals = [r for r in records if "eval" in r]
+    assert [r["step"] for r in evals] == [0, 3, 6]
+    assert [r["step"] for r in records if "loss" in r] == [2, 4, 6]
+    assert all(r["lr"] >= 0 for r in records if "lr" in r)
+    trained = {r["step"]: r["eval"]["stsb_dev_spearman"] for r in evals if r["step"] > 0}
+    assert result.best_step == max(trained, key=trained.get)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["best_step"] == result.best_step
+    assert summary["initial"]["stsb_dev_spearman"] == evals[0]["eval"]["stsb_dev_spearman"]
+    assert (out / "config.yaml").is_file()
+    reloaded = SentenceEncoder.load(str(out))
+    assert reloaded.pooler == "cls" and reloaded.head is not None and reloaded.head.train_only
+
+
+def test_same_seed_same_weights(tmp_path, tiny_model_dir, wiki_file, stsb_data_dir):
+    runs = []
+    for name in ("a", "b"):
+        train(recipe(tiny_model_dir, wiki_file, tmp_path / name, stsb_data_dir, eval_steps=0))
+        runs.append(SentenceEncoder.load(str(tmp_path / name)).encode(SENTENCES))
+    assert (runs[0] == runs[1]).all()
+
+
+def test_supervised_triplets_train(tmp_path, tiny_model_dir, stsb_data_dir):
+    path = tmp_path / "nli.csv"
+    rows = [f"{SENTENCES[i]},{SENTENCES[(i + 1) % 12]},{SENTENCES[(i + 5) % 12]}" for i in range(12)]
+    path.write_text("sent0,sent1,hard_neg\n" + "\n".join(rows) + "\n")
+    result = train(recipe(tiny_model_dir, path, tmp_path / "sup", stsb_data_dir, max_steps=3))
+    assert result.steps == 3 and result.best_metrics is not None
+
+
+def test_non_empty_output_dir_is_refused(tmp_path, tiny_model_dir, wiki_file, stsb_data_dir):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "precious.txt").write_text("keep me")
+    with pytest.raises(ConfigError, match=r"is not empty"):
+        train(recipe(tiny_model_dir, wiki_file, tmp_path / "run", stsb_data_dir))
+    assert (tmp_path / "run" / "precious.txt").read_text() == "keep me"
+
+
+def test_non_finite_loss_stops_with_step_and_source_lines(
+    tmp_path, tiny_model_dir, wiki_file, stsb_data_dir, monkeypatch
+):
+    class Exploding(InfoNCE):
+        def forward(self, encoded):
+            return ObjectiveOutput(loss=encoded.embeddings.sum() * float("nan"))
+
+    monkeypatch.setitem(REGISTRY, "simcse", (Exploding, REGISTRY["simcse"][1]))
+    with pytest.raises(TrainingError, match=r"step 1: loss is nan \(batch from .*wiki\.txt lines \[\d+"):
+        train(recipe(tiny_model_dir, wiki_file, tmp_path / "run", stsb_data_dir, eval_at_start=False))
+    assert not (tmp_path / "run" / "model").exists()
+
+
+def test_bad_training_file_fails_before_any_step(tmp_path, tiny_model_dir, stsb_data_dir):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b\nc\n")
+    with pytest.raises(Exception, match=r"bad\.csv:2"):
+        train(recipe(tiny_model_dir, bad, tmp_path / "run", stsb_data_dir))
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
+def test_gradient_reaches_backbone_and_head(tiny_model_dir):
+    encoder = SentenceEncoder.load(str(tiny_model_dir), pooler="avg")
+    ids = torch.randint(5, 50, (3, 2, 6))
+    loss = InfoNCE()(encoder.train()(ids, torch.ones_like(ids))).loss
+    loss.backward()
+    assert encoder.backbone.embeddings.word_embeddings.weight.grad.abs().sum() > 0

@@ -129,65 +129,63 @@ def load_sts_year(root: Path, task: str) -> STSTask:
     return STSTask(task, {}, missing=f"no {task} folder under {root} (looked for {task}-en-test, {task})")
 
 
-def read_stsb_split(path: Path, split: str) -> PairSet:
+def _read_tab_pairs(path: Path, split: str, score: int, first: int, second: int, header: bool) -> PairSet:
+    """Tab-separated scored pairs; ``score``/``first``/``second`` are 0-based field positions."""
     s1, s2, scores = [], [], []
-    for number, line in enumerate(_read_lines(path), start=1):
+    lines = _read_lines(path)
+    needed = max(score, first, second) + 1
+    for number, line in enumerate(lines[1:] if header else lines, start=2 if header else 1):
         if not line.strip():
             continue
         fields = line.strip().split("\t")
-        if len(fields) < 7:
+        if len(fields) < needed:
             raise STSDataError(
-                f"{path}:{number}: expected at least 7 tab-separated fields, got {len(fields)}"
+                f"{path}:{number}: expected at least {needed} tab-separated fields, got {len(fields)}"
             )
-        scores.append(_float(fields[4], path, number))
-        s1.append(_normalise(fields[5]))
-        s2.append(_normalise(fields[6]))
+        scores.append(_float(fields[score], path, number))
+        s1.append(_normalise(fields[first]))
+        s2.append(_normalise(fields[second]))
     return PairSet(split, s1, s2, np.asarray(scores, dtype=np.float64))
 
 
-def load_stsb(root: Path, splits: tuple[str, ...] = STSB_SPLITS) -> STSTask:
-    dirs = _candidate_dirs(root, ["stsb/senteval", "STSBenchmark", "stsbenchmark", "stsb"])
-    for folder in dirs:
-        files = {split: folder / f"sts-{split}.csv" for split in splits}
-        if not any(f.is_file() for f in files.values()):
-            continue
-        absent = [f.name for f in files.values() if not f.is_file()]
-        if absent:
-            return STSTask("STSBenchmark", {}, missing=f"{folder}: {', '.join(absent)} not found")
-        return STSTask("STSBenchmark", {split: read_stsb_split(f, split) for split, f in files.items()})
-    wanted = ", ".join(f"sts-{s}.csv" for s in splits)
-    return STSTask(
-        "STSBenchmark", {}, missing=f"no {wanted} under {root} (looked in stsb/senteval, STSBenchmark)"
-    )
+def read_stsb_split(path: Path, split: str) -> PairSet:
+    """sts-*.csv: genre, file, year, id, score, sentence1, sentence2 (extra fields ignored)."""
+    return _read_tab_pairs(path, split, score=4, first=5, second=6, header=False)
 
 
 def read_sick(path: Path, split: str) -> PairSet:
-    s1, s2, scores = [], [], []
-    lines = _read_lines(path)
-    for number, line in enumerate(lines[1:], start=2):  # row 1 is the header
-        if not line.strip():
+    """SICK_*.txt: header row; pair_ID, sentence_A, sentence_B, relatedness_score, …"""
+    return _read_tab_pairs(path, split, score=3, first=1, second=2, header=True)
+
+
+def _load_splits(task: str, root: Path, folders: list[str], files: dict[str, str], reader) -> STSTask:
+    """Find the first candidate folder holding any of ``files`` (split → file name) and read them all."""
+    for folder in _candidate_dirs(root, folders):
+        paths = {split: folder / name for split, name in files.items()}
+        if not any(p.is_file() for p in paths.values()):
             continue
-        fields = line.strip().split("\t")
-        if len(fields) < 4:
-            raise STSDataError(
-                f"{path}:{number}: expected at least 4 tab-separated fields, got {len(fields)}"
-            )
-        s1.append(_normalise(fields[1]))
-        s2.append(_normalise(fields[2]))
-        scores.append(_float(fields[3], path, number))
-    return PairSet(split, s1, s2, np.asarray(scores, dtype=np.float64))
+        absent = [p.name for p in paths.values() if not p.is_file()]
+        if absent:
+            return STSTask(task, {}, missing=f"{folder}: {', '.join(absent)} not found")
+        return STSTask(task, {split: reader(p, split) for split, p in paths.items()})
+    wanted = ", ".join(files.values())
+    return STSTask(task, {}, missing=f"no {wanted} under {root} (looked in {', '.join(folders)})")
+
+
+def load_stsb(root: Path, splits: tuple[str, ...] = STSB_SPLITS) -> STSTask:
+    files = {split: f"sts-{split}.csv" for split in splits}
+    return _load_splits(
+        "STSBenchmark",
+        root,
+        ["stsb/senteval", "STSBenchmark", "stsbenchmark", "stsb"],
+        files,
+        read_stsb_split,
+    )
 
 
 def load_sick(root: Path, splits: tuple[str, ...] = ("test",)) -> STSTask:
-    for folder in _candidate_dirs(root, ["SICK", "sick"]):
-        files = {split: folder / SICK_FILES[split] for split in splits}
-        if not any(f.is_file() for f in files.values()):
-            continue
-        absent = [f.name for f in files.values() if not f.is_file()]
-        if absent:
-            return STSTask("SICKRelatedness", {}, missing=f"{folder}: {', '.join(absent)} not found")
-        return STSTask("SICKRelatedness", {split: read_sick(f, split) for split, f in files.items()})
-    return STSTask("SICKRelatedness", {}, missing=f"no SICK/{SICK_FILES['test']} under {root}")
+    files = {split: SICK_FILES[split] for split in splits}
+    return _load_splits("SICKRelatedness", root, ["SICK", "sick"], files, read_sick)
 
 
 def load_task(root: Path, task: str, splits: tuple[str, ...] | None = None) -> STSTask:

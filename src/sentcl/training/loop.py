@@ -179,7 +179,7 @@ def train(config: TrainConfig) -> TrainResult:
                             "seconds": round(elapsed, 2),
                         }
                     )
-                    progress.set_description(f"training loss {means['loss']:.4f}")
+                    progress.set_description(f"training loss {means['loss']:.3g}")
                     window = []
                 if evaluator is not None and (step % loop.eval_steps == 0 or step == total_steps):
                     consider(step, evaluate(step))

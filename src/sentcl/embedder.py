@@ -13,3 +13,20 @@ class Embedder(Protocol):
     def encode(self, sentences: Sequence[str]) -> np.ndarray:
         """Return one row per sentence, shape [N, D]."""
         ...
+
+
+class CachedEmbedder:
+    """Remembers the vector of every sentence it has encoded: several measurements of one model at one
+    moment (STS, alignment/uniformity, spectrum) then encode each sentence once."""
+
+    def __init__(self, embedder: Embedder):
+        self.embedder = embedder
+        self.cache: dict[str, np.ndarray] = {}
+
+    def encode(self, sentences: Sequence[str]) -> np.ndarray:
+        new = sorted({s for s in sentences if s not in self.cache})
+        if new:
+            self.cache.update(zip(new, self.embedder.encode(new), strict=True))
+        return (
+            np.stack([self.cache[s] for s in sentences]) if len(sentences) else np.zeros((0, 0), np.float32)
+        )

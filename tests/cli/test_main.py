@@ -75,3 +75,29 @@ def test_user_errors_are_one_line_with_exit_code_2(
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_analyze_with_postprocess_writes_report(tiny_model_dir, stsb_data_dir, tmp_path, capsys):
+    corpus = tmp_path / "fit.txt"
+    corpus.write_text("\n".join(SENTENCES * 3) + "\n")
+    out = tmp_path / "report"
+    argv = ["analyze", str(tiny_model_dir), "--postprocess", "abtt", "--fit-on", str(corpus)]
+    assert main([*argv, "--data-dir", str(stsb_data_dir), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "| bert |" in printed and "| bert + abtt |" in printed
+    assert (out / "report.md").is_file() and (
+        out / "postprocess" / "bert-abtt" / "postprocess.json"
+    ).is_file()
+
+
+def test_evaluate_with_fitted_then_saved_postprocess(tiny_model_dir, stsb_data_dir, tmp_path, capsys):
+    saved = tmp_path / "whitening"
+    common = ["--tasks", "stsb-dev", "--data-dir", str(stsb_data_dir)]
+    assert main(["evaluate", str(tiny_model_dir), *common, "--postprocess", "whitening", "--fit-on", "task",
+                 "--save-postprocess", str(saved)]) == 0  # fmt: skip
+    first = capsys.readouterr().out
+    assert "+ whitening" in first
+    assert main(["evaluate", str(tiny_model_dir), *common, "--postprocess", str(saved)]) == 0
+    assert (
+        capsys.readouterr().out.splitlines()[-1] == first.splitlines()[-1]
+    )  # same scores from the saved one

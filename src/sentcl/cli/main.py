@@ -11,11 +11,14 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from sentcl import __version__
+from sentcl.analysis.report import analyse, markdown_table, read_trajectory, write_report
 from sentcl.atomic_write import atomic_file
 from sentcl.config import ConfigError
 from sentcl.data import DataError
 from sentcl.evaluation import DataDirError, STSDataError, STSEvaluator, TaskSpecError, resolve_data_dir
 from sentcl.model import POOLERS, ModelLoadError, SentenceEncoder
+from sentcl.postprocess import POSTPROCESSORS, PostProcessedEmbedder, fit_postprocessor, load_postprocessor
+from sentcl.postprocess.corpus import fit_corpus
 from sentcl.training import TrainingError, load_recipe, summarise, train
 from sentcl.training.recipe import replace_training
 
@@ -53,7 +56,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", help="evaluation data (default: $SENTCL_DATA, else the download cache)")
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--json", help="also write all scores to this JSON file")
+    p.add_argument(
+        "--postprocess", help="whitening | flow | abtt (fitted now), or a saved post-processor folder"
+    )
+    _add_fit_arguments(p)
+    p.add_argument("--save-postprocess", help="save the fitted post-processor in this folder")
+
+    p = commands.add_parser("analyze", help="geometry report (alignment/uniformity, spectrum, figures)")
+    p.add_argument("models", nargs="+", help="model folders, sentcl run folders or hub ids")
+    p.add_argument("--pooler", choices=list(POOLERS))
+    p.add_argument(
+        "--postprocess", nargs="*", default=[], choices=list(POSTPROCESSORS), help="also analyse these"
+    )
+    _add_fit_arguments(p)
+    p.add_argument("--data-dir", help="evaluation data (default: $SENTCL_DATA, else the download cache)")
+    p.add_argument("--split", default="dev", help="STS-B split used as the probe")
+    p.add_argument("--out", default="runs/analysis", help="report folder")
     return parser
+
+
+def _add_fit_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--fit-on", default="nli", help="post-processor corpus: nli | task | a .txt/.csv file")
+    p.add_argument("--fit-max", type=int, default=10_000, help="at most this many fitting sentences")
+
+
+def _fit(name: str, embedder, args: argparse.Namespace, data_dir: Path):
+    sentences = fit_corpus(args.fit_on, data_dir, args.fit_max)
+    logging.getLogger("sentcl").info("fitting %s on %d sentences (%s)", name, len(sentences), args.fit_on)
+    return fit_postprocessor(POSTPROCESSORS[name](), embedder, sentences)
 
 
 def run_train(args: argparse.Namespace) -> int:
@@ -69,11 +99,27 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
-    evaluator = STSEvaluator(resolve_data_dir(args.data_dir), args.tasks, args.aggregation)
+    data_dir = resolve_data_dir(args.data_dir)
+    evaluator = STSEvaluator(data_dir, args.tasks, args.aggregation)
     encoder = SentenceEncoder.load(args.model, pooler=args.pooler)
-
-    report = evaluator.report(SimpleNamespace(encode=partial(encoder.encode, batch_size=args.batch_size)))
-    print(f"{args.model} (pooler {encoder.pooler})")
+    embedder = SimpleNamespace(encode=partial(encoder.encode, batch_size=args.batch_size))
+    label = f"{args.model} (pooler {encoder.pooler})"
+    if args.postprocess:
+        if Path(args.postprocess).is_dir():
+            processor = load_postprocessor(args.postprocess)
+        elif args.postprocess in POSTPROCESSORS:
+            processor = _fit(args.postprocess, embedder, args, data_dir)
+            if args.save_postprocess:
+                processor.save(args.save_postprocess, fitted_on=f"{args.model}: {args.fit_on}")
+        else:
+            known = ", ".join(POSTPROCESSORS)
+            raise ConfigError(
+                f"--postprocess {args.postprocess!r}: neither a saved folder nor one of {known}"
+            )
+        embedder = PostProcessedEmbedder(embedder, processor)
+        label += f" + {processor.name}"
+    report = evaluator.report(embedder)
+    print(label)
     print(evaluator.format(report))
     if args.json:
         payload = {
@@ -94,6 +140,30 @@ def run_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_analyze(args: argparse.Namespace) -> int:
+    data_dir = resolve_data_dir(args.data_dir)
+    analyses = []
+    for name in args.models:
+        encoder = SentenceEncoder.load(name, pooler=args.pooler)
+        label = Path(name).name or name
+        analysis = analyse(label, encoder, data_dir, args.split)
+        analysis.trajectory = read_trajectory(name)
+        analyses.append(analysis)
+        for pp in args.postprocess:
+            processor = _fit(pp, encoder, args, data_dir)
+            processor.save(
+                Path(args.out) / "postprocess" / f"{label}-{pp}", fitted_on=f"{name}: {args.fit_on}"
+            )
+            analyses.append(
+                analyse(f"{label} + {pp}", PostProcessedEmbedder(encoder, processor), data_dir, args.split)
+            )
+    fitted = f"\nPost-processors fitted on `{args.fit_on}` (at most {args.fit_max} sentences).\n"
+    report = write_report(analyses, args.out, args.split, notes=fitted if args.postprocess else "")
+    print(markdown_table(analyses))
+    print(f"report: {report}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(
@@ -102,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     for noisy in ("transformers", "httpx", "huggingface_hub"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
     try:
-        return {"train": run_train, "evaluate": run_evaluate}[args.command](args)
+        return {"train": run_train, "evaluate": run_evaluate, "analyze": run_analyze}[args.command](args)
     except USER_ERRORS as exc:
         print(f"sentcl {args.command}: error: {exc}", file=sys.stderr)
         return 2

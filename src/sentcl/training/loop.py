@@ -22,9 +22,11 @@ import yaml
 from tqdm.auto import tqdm
 from transformers import set_seed
 
+from sentcl.analysis.alignment_uniformity import geometry_snapshot, stsb_probe
 from sentcl.atomic_write import atomic_file
 from sentcl.config import ConfigError, expand_path
 from sentcl.data import ContrastiveDataset, read_records
+from sentcl.embedder import CachedEmbedder
 from sentcl.evaluation import STSEvaluator, resolve_data_dir
 from sentcl.model import SentenceEncoder
 from sentcl.objectives import REGISTRY
@@ -91,12 +93,17 @@ def train(config: TrainConfig) -> TrainResult:
 
     # Everything that can fail on bad input is checked before the first step.
     records = read_records(expand_path(config.data.train_file, "data.train_file"), header=config.data.header)
-    evaluator = None
+    evaluator, probe = None, None
     if loop.eval_steps > 0:
         data_dir = resolve_data_dir(
             loop.eval_data_dir and expand_path(loop.eval_data_dir, "training.eval_data_dir")
         )
         evaluator = STSEvaluator(data_dir, loop.eval_task)
+        if loop.log_geometry:
+            try:
+                probe = stsb_probe(data_dir, "dev")
+            except FileNotFoundError as exc:
+                logger.warning("geometry is not logged: %s", exc)
     encoder = SentenceEncoder.from_config(config.model).to(device)
     dataset = ContrastiveDataset(records, encoder.tokenizer, config.data.max_length, config.data.n_views)
     objective_class, _ = REGISTRY[config.objective_name]
@@ -131,8 +138,12 @@ def train(config: TrainConfig) -> TrainResult:
     def evaluate(step: int) -> dict[str, float]:
         assert evaluator is not None
         started = time.perf_counter()
-        metrics = evaluator(encoder)
-        log.write({"step": step, "eval": metrics, "eval_seconds": round(time.perf_counter() - started, 2)})
+        embedder = CachedEmbedder(encoder)  # STS and geometry share one encoding of each sentence
+        metrics = evaluator(embedder)
+        record = {"step": step, "eval": metrics}
+        if probe is not None:
+            record["geometry"] = geometry_snapshot(embedder, probe)
+        log.write(record | {"eval_seconds": round(time.perf_counter() - started, 2)})
         return metrics
 
     def consider(step: int, metrics: dict[str, float]) -> None:

@@ -41,6 +41,8 @@ class LoopConfig:
     eval_at_start: bool = False
     #: evaluation data folder; null = $SENTCL_DATA, else the download cache
     eval_data_dir: str | None = None
+    #: at each evaluation also log ℓ_align, ℓ_uniform and the spectrum summary on STS-B dev
+    log_geometry: bool = True
     logging_steps: int = 10
     device: str = "auto"
     drop_last: bool = False

@@ -1,0 +1,1 @@
+"""Geometry of embeddings: alignment/uniformity, anisotropy and spectrum, figures, reports."""

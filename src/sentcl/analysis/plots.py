@@ -1,0 +1,95 @@
+"""The figures researchers expect, as PNG files (matplotlib, no display needed).
+
+* the alignment–uniformity plane (SimCSE Fig. 2): one point per model, a line per training trajectory;
+* normalised singular values of the embedding matrix (SimCSE Fig. F.1);
+* density of the cosine similarity of STS-B pairs per gold-score bucket (SimCSE Fig. G.1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+from scipy.stats import gaussian_kde
+
+GOLD_BUCKETS = ((0, 1), (1, 2), (2, 3), (3, 4), (4, 5))
+
+
+@dataclass
+class PlanePoint:
+    label: str
+    align: float
+    uniform: float
+    #: (step, align, uniform) along training, if any
+    trajectory: list[tuple[int, float, float]] = field(default_factory=list)
+
+
+def _save(fig, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return path
+
+
+def plot_alignment_uniformity(points: Sequence[PlanePoint], path: str | Path) -> Path:
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    for index, point in enumerate(points):
+        color = f"C{index % 10}"
+        if point.trajectory:
+            steps, aligns, uniforms = zip(*point.trajectory, strict=True)
+            ax.plot(uniforms, aligns, "-", color=color, alpha=0.6)
+            ax.scatter(uniforms, aligns, s=12, color=color, alpha=0.6)
+            ax.annotate(str(steps[0]), (uniforms[0], aligns[0]), fontsize=7, color=color)
+            ax.annotate(str(steps[-1]), (uniforms[-1], aligns[-1]), fontsize=7, color=color)
+        ax.scatter([point.uniform], [point.align], s=60, color=color, marker="*", label=point.label, zorder=3)
+    ax.set_xlabel(r"$\ell_{uniform}$ (lower: more uniform)")
+    ax.set_ylabel(r"$\ell_{align}$ (lower: positives closer)")
+    ax.set_title("Alignment and uniformity (STS-B, gold > 4 as positives)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def plot_singular_values(curves: dict[str, np.ndarray], path: str | Path) -> Path:
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    for label, values in curves.items():
+        ax.plot(np.arange(1, len(values) + 1), values, label=label)
+    ax.set_xlabel("index")
+    ax.set_ylabel("singular value / largest")
+    ax.set_title("Singular spectrum of the sentence-embedding matrix")
+    ax.set_ylim(0, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def plot_cosine_density(pairs: dict[str, tuple[np.ndarray, np.ndarray]], path: str | Path) -> Path:
+    """``pairs[label] = (cosines, gold scores)``; one panel per model, one KDE curve per gold bucket."""
+    columns = min(4, len(pairs))
+    rows = -(-len(pairs) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.4 * rows), squeeze=False, sharey=True)
+    grid = np.linspace(-1, 1, 400)
+    for ax, (label, (cosines, gold)) in zip(axes.flat, pairs.items(), strict=False):
+        for index, (low, high) in enumerate(GOLD_BUCKETS):
+            inside = (gold >= low) & ((gold < high) if high < 5 else (gold <= high))
+            if inside.sum() < 3 or np.ptp(cosines[inside]) == 0:
+                continue
+            density = gaussian_kde(cosines[inside])(grid)
+            ax.plot(grid, density, color=plt.cm.viridis(index / 4), label=f"gold {low}–{high}")
+        ax.set_title(label, fontsize=9)
+        ax.set_xlabel("cosine similarity")
+        ax.grid(alpha=0.3)
+    for ax in axes.flat[len(pairs) :]:
+        ax.axis("off")
+    for row in axes:
+        row[0].set_ylabel("density")
+    axes.flat[0].legend(fontsize=7, loc="upper left")
+    return _save(fig, path)

@@ -30,7 +30,9 @@ def test_alignment_equals_direct_computation():
     x, y = rng.normal(size=(2, 10, 4))
     u = x / np.linalg.norm(x, axis=1, keepdims=True)
     v = y / np.linalg.norm(y, axis=1, keepdims=True)
-    assert alignment(x, y, alpha=2) == pytest.approx(np.mean([np.sum((a - b) ** 2) for a, b in zip(u, v, strict=False)]))
+    assert alignment(x, y, alpha=2) == pytest.approx(
+        np.mean([np.sum((a - b) ** 2) for a, b in zip(u, v, strict=False)])
+    )
     assert alignment(x, x) == pytest.approx(0.0)
 
 

@@ -38,7 +38,8 @@ def test_all_but_the_top_is_orthogonal_to_removed_directions(anisotropic):
 def test_flow_log_likelihood_rises_and_output_is_closer_to_gaussian(anisotropic):
     flow = Flow(n_steps=3, hidden=32, epochs=8, batch_size=64, seed=0).fit(anisotropic)
     assert flow.history[-1] > flow.history[0]
-    assert all(b >= a - 0.05 for a, b in zip(flow.history, flow.history[1:], strict=False))  # no collapse on the way
+    # no collapse on the way
+    assert all(b >= a - 0.05 for a, b in zip(flow.history, flow.history[1:], strict=False))
     z = flow.transform(anisotropic)
     assert abs(z.mean()) < 0.2 and 0.5 < z.std() < 1.5
 

@@ -15,7 +15,9 @@ from sentcl.analysis.report import analyse, markdown_table, read_trajectory, wri
 from sentcl.atomic_write import atomic_file
 from sentcl.config import ConfigError
 from sentcl.data import DataError
-from sentcl.evaluation import DataDirError, STSDataError, STSEvaluator, TaskSpecError, resolve_data_dir
+from sentcl.evaluation import DataDirError, STSDataError, TaskSpecError, resolve_data_dir
+from sentcl.evaluation.suite import EvaluationSuite
+from sentcl.evaluation.transfer import TransferDataError
 from sentcl.model import POOLERS, ModelLoadError, SentenceEncoder
 from sentcl.postprocess import POSTPROCESSORS, PostProcessedEmbedder, fit_postprocessor, load_postprocessor
 from sentcl.postprocess.corpus import fit_corpus
@@ -27,6 +29,7 @@ USER_ERRORS = (
     ConfigError,
     DataError,
     STSDataError,
+    TransferDataError,
     TaskSpecError,
     ModelLoadError,
     DataDirError,
@@ -50,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model", help="a model folder, a sentcl run folder or a hub id")
     p.add_argument("--pooler", choices=list(POOLERS), help="default: the one saved with the model, else avg")
     p.add_argument(
-        "--tasks", default="sts", help="sts (7-task table) | stsb-dev | comma-separated task names"
+        "--tasks", default="sts", help="sts (7-task table) | stsb-dev | transfer | comma-separated task names"
     )
     p.add_argument("--aggregation", default="all", choices=["all", "mean", "wmean"], help="for STS12–16")
     p.add_argument("--data-dir", help="evaluation data (default: $SENTCL_DATA, else the download cache)")
@@ -100,7 +103,7 @@ def run_train(args: argparse.Namespace) -> int:
 
 def run_evaluate(args: argparse.Namespace) -> int:
     data_dir = resolve_data_dir(args.data_dir)
-    evaluator = STSEvaluator(data_dir, args.tasks, args.aggregation)
+    suite = EvaluationSuite(data_dir, args.tasks, args.aggregation)
     encoder = SentenceEncoder.load(args.model, pooler=args.pooler)
     embedder = SimpleNamespace(encode=partial(encoder.encode, batch_size=args.batch_size))
     label = f"{args.model} (pooler {encoder.pooler})"
@@ -118,25 +121,18 @@ def run_evaluate(args: argparse.Namespace) -> int:
             )
         embedder = PostProcessedEmbedder(embedder, processor)
         label += f" + {processor.name}"
-    report = evaluator.report(embedder)
+    metrics, tables = suite.run(embedder)
     print(label)
-    print(evaluator.format(report))
+    print(tables)
     if args.json:
         payload = {
             "model": args.model,
             "pooler": encoder.pooler,
-            "metrics": evaluator.metrics(report),
-            "missing": report.missing,
-            "tasks": {
-                name: {
-                    "datasets": {k: vars(v) for k, v in scores.datasets.items()},
-                    "aggregated": {k: vars(v) for k, v in scores.aggregated.items()},
-                }
-                for name, scores in report.scores.items()
-            },
+            "postprocess": args.postprocess,
+            "metrics": metrics,
         }
         with atomic_file(Path(args.json)) as handle:
-            json.dump(payload, handle, indent=2)
+            json.dump(payload | suite.results, handle, indent=2)
     return 0
 
 

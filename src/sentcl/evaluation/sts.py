@@ -144,7 +144,7 @@ def parse_tasks(spec: str | Sequence[str]) -> list[tuple[str, tuple[str, ...] | 
         elif key in _ALIASES:
             requests.append((_ALIASES[key], None))
         elif key == "transfer":
-            raise TaskSpecError("transfer tasks (SentEval classification probes) are not implemented yet")
+            raise TaskSpecError("transfer tasks are evaluated by TransferEvaluator (evaluation/transfer.py)")
         else:
             known = "sts, stsb-dev, " + ", ".join(STS_TASKS)
             raise TaskSpecError(f"unknown evaluation task {item!r}; known: {known}")

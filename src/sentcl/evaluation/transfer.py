@@ -162,7 +162,7 @@ def _select_and_fit(x: np.ndarray, y: np.ndarray, folds: int, seed: int) -> Logi
         warnings.simplefilter("ignore", ConvergenceWarning)
         warnings.simplefilter("ignore", FutureWarning)  # scikit-learn's notices of its API transition
         return LogisticRegressionCV(
-            Cs=C_GRID, cv=cv, scoring="accuracy", max_iter=1000, random_state=seed
+            Cs=C_GRID, cv=cv, scoring="accuracy", max_iter=1000, random_state=seed, n_jobs=-1
         ).fit(x, y)
 
 

@@ -57,3 +57,23 @@ def test_short_unsupervised_run_on_wiki(tmp_path, shared_data):
     texts = ["A cat sits on the mat.", "Stocks rallied on Monday."]
     peer = SentenceTransformer(str(tmp_path / "run" / "model"), device="cpu")
     np.testing.assert_allclose(saved.encode(texts), peer.encode(texts), atol=1e-5)
+
+
+def test_transfer_cr_on_minilm(minilm, shared_data):
+    from sentcl.evaluation.transfer import TransferEvaluator
+
+    evaluator = TransferEvaluator(shared_data, ["CR"])
+    # measured here: 82.99 (10-fold CV, inner 10-fold C selection)
+    assert evaluator(minilm)["CR"] == pytest.approx(82.99, abs=0.5)
+
+
+def test_whitening_trades_alignment_for_uniformity_on_minilm(minilm, shared_data):
+    from sentcl.analysis.alignment_uniformity import align_uniform, stsb_probe
+    from sentcl.postprocess import PostProcessedEmbedder, Whitening, fit_postprocessor
+    from sentcl.postprocess.corpus import fit_corpus
+
+    probe = stsb_probe(shared_data)
+    whitening = fit_postprocessor(Whitening(), minilm, fit_corpus("nli", shared_data, max_sentences=3000))
+    raw = align_uniform(minilm, probe)
+    white = align_uniform(PostProcessedEmbedder(minilm, whitening), probe)
+    assert white["uniform"] < raw["uniform"] and white["align"] > raw["align"]

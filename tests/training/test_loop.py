@@ -113,3 +113,11 @@ def test_gradient_reaches_backbone_and_head(tiny_model_dir):
     loss = InfoNCE()(encoder.train()(ids, torch.ones_like(ids))).loss
     loss.backward()
     assert encoder.backbone.embeddings.word_embeddings.weight.grad.abs().sum() > 0
+
+
+def test_eval_task_with_missing_files_fails_before_training(
+    tmp_path, tiny_model_dir, wiki_file, stsb_data_dir
+):
+    with pytest.raises(ConfigError, match=r"training.eval_task: 'sts' cannot be evaluated: no STS12"):
+        train(recipe(tiny_model_dir, wiki_file, tmp_path / "run", stsb_data_dir, eval_task="sts"))
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()

@@ -21,12 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from joblib import Parallel, delayed
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression, LogisticRegressionCV
 from sklearn.metrics import f1_score
 from sklearn.model_selection import KFold, StratifiedKFold
 
-from sentcl.embedder import Embedder
+from sentcl.embedder import CachedEmbedder, Embedder
 
 TRANSFER_TASKS = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")
 C_GRID = [2.0**t for t in range(-2, 4)]
@@ -181,9 +182,11 @@ def cross_validated_accuracy(x: np.ndarray, y: np.ndarray, folds: int = 10, seed
 
 
 def split_accuracy(train: tuple, dev: tuple, test: tuple, seed: int = SEED) -> float:
-    """SentEval's SplitClassifier: C chosen on dev, accuracy on test."""
-    best = max(C_GRID, key=lambda c: _fit(*train, c, seed).score(*dev))
-    return 100 * float(_fit(*train, best, seed).score(*test))
+    """SentEval's SplitClassifier: C chosen on dev, accuracy on test (the C grid fitted in parallel)."""
+    models = Parallel(n_jobs=-1)(delayed(_fit)(*train, c, seed) for c in C_GRID)
+    dev_scores = [model.score(*dev) for model in models]
+    best = models[int(np.argmax(dev_scores))]  # first best C on ties, as max() over the grid
+    return 100 * float(best.score(*test))
 
 
 class TransferEvaluator:
@@ -217,6 +220,7 @@ class TransferEvaluator:
         return result
 
     def __call__(self, embedder: Embedder) -> dict[str, float]:
+        embedder = CachedEmbedder(embedder)  # the tasks share sentences (SST-2 and MR: the same reviews)
         self.details = {t.name: self.evaluate_task(embedder, t) for t in self.tasks if not t.missing}
         metrics = {name: result["acc"] for name, result in self.details.items()}
         if metrics and not self.missing:

@@ -99,6 +99,9 @@ def train(config: TrainConfig) -> TrainResult:
             loop.eval_data_dir and expand_path(loop.eval_data_dir, "training.eval_data_dir")
         )
         evaluator = STSEvaluator(data_dir, loop.eval_task)
+        missing = [task.missing for task in evaluator.tasks if task.missing]
+        if missing:
+            raise ConfigError(f"training.eval_task: {loop.eval_task!r} cannot be evaluated: {missing[0]}")
         if loop.log_geometry:
             try:
                 probe = stsb_probe(data_dir, "dev")

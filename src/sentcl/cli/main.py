@@ -21,8 +21,9 @@ from sentcl.evaluation.transfer import TransferDataError
 from sentcl.model import POOLERS, ModelLoadError, SentenceEncoder
 from sentcl.postprocess import POSTPROCESSORS, PostProcessedEmbedder, fit_postprocessor, load_postprocessor
 from sentcl.postprocess.corpus import fit_corpus
-from sentcl.training import TrainingError, load_recipe, summarise, train
+from sentcl.training import CheckpointError, TrainingError, load_recipe, summarise, train
 from sentcl.training.recipe import replace_training
+from sentcl.training.seeds import format_aggregate, train_seeds
 
 #: errors caused by the user's input: one line, no traceback
 USER_ERRORS = (
@@ -34,6 +35,7 @@ USER_ERRORS = (
     ModelLoadError,
     DataDirError,
     TrainingError,
+    CheckpointError,
 )
 
 
@@ -48,6 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("overrides", nargs="*", metavar="key=value", help="e.g. training.learning_rate=1e-5")
     p.add_argument("--output", help="output folder (overrides training.output_dir)")
     p.add_argument("--overwrite", action="store_true", help="allow a non-empty output folder")
+    p.add_argument("--resume", action="store_true", help="continue from OUTPUT/checkpoint, exactly")
+    p.add_argument("--seeds", help="comma-separated seeds: one run each, then mean ± std of every metric")
 
     p = commands.add_parser("evaluate", help="evaluate a model on STS")
     p.add_argument("model", help="a model folder, a sentcl run folder or a hub id")
@@ -96,8 +100,20 @@ def run_train(args: argparse.Namespace) -> int:
         changes["output_dir"] = args.output
     if args.overwrite:
         changes["overwrite_output_dir"] = True
-    result = train(replace_training(config, **changes) if changes else config)
-    print(summarise(result))
+    if args.resume:
+        changes["resume"] = True
+    config = replace_training(config, **changes) if changes else config
+    if args.seeds:
+        try:
+            seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+        except ValueError:
+            raise ConfigError(f"--seeds {args.seeds!r}: expected comma-separated integers") from None
+        results, aggregate = train_seeds(config, seeds)
+        for seed, result in zip(seeds, results, strict=True):
+            print(f"seed {seed}: " + summarise(result).replace("\n", "; "))
+        print(format_aggregate(aggregate))
+        return 0
+    print(summarise(train(config)))
     return 0
 
 

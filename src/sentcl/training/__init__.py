@@ -1,9 +1,11 @@
 """Training: recipes, optimiser and schedule, the loop."""
 
+from sentcl.training.checkpoint import CheckpointError
 from sentcl.training.loop import TrainingError, TrainResult, summarise, train
 from sentcl.training.recipe import LoopConfig, TrainConfig, load_recipe, recipe_from_dict
 
 __all__ = [
+    "CheckpointError",
     "LoopConfig",
     "TrainConfig",
     "TrainResult",

@@ -5,7 +5,11 @@ A run writes into ``output_dir``:
   metrics.jsonl   one JSON object per logging or evaluation step
   model/          the best model by the evaluation metric (SimCSE's policy), written atomically;
                   the final model when evaluation is off
+  checkpoint/     every ``checkpoint_steps``: everything needed to resume exactly (see checkpoint.py)
   summary.json    initial / best metrics and where the best was found
+
+The data order is explicit — one seeded permutation per epoch — so a resumed run sees the very batches,
+dropout masks and updates an uninterrupted run would have seen.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ from sentcl.embedder import CachedEmbedder
 from sentcl.evaluation import STSEvaluator, resolve_data_dir
 from sentcl.model import SentenceEncoder
 from sentcl.objectives import REGISTRY
+from sentcl.training.checkpoint import LoopState, load_checkpoint, save_checkpoint
+from sentcl.training.metrics_log import MetricsLog
 from sentcl.training.optim import build_optimizer, build_scheduler
 from sentcl.training.recipe import TrainConfig
 
@@ -57,27 +63,11 @@ def _device(name: str) -> torch.device:
     return torch.device(name)
 
 
-class MetricsLog:
-    """Append-only JSONL, flushed at every line so a crashed run keeps its history."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.handle = path.open("w", encoding="utf-8")
-        self.records: list[dict] = []
-
-    def write(self, record: dict) -> None:
-        self.records.append(record)
-        self.handle.write(json.dumps(record) + "\n")
-        self.handle.flush()
-
-    def close(self) -> None:
-        self.handle.close()
-
-
-def prepare_output_dir(path: Path, overwrite: bool) -> None:
-    if path.exists() and any(path.iterdir()) and not overwrite:
+def prepare_output_dir(path: Path, overwrite: bool, resume: bool) -> None:
+    if path.exists() and any(path.iterdir()) and not (overwrite or resume):
         raise ConfigError(
-            f"training.output_dir: {path} is not empty; pass --overwrite (training.overwrite_output_dir=true)"
+            f"training.output_dir: {path} is not empty; pass --overwrite "
+            f"(training.overwrite_output_dir=true) or --resume"
         )
     path.mkdir(parents=True, exist_ok=True)
 
@@ -85,7 +75,7 @@ def prepare_output_dir(path: Path, overwrite: bool) -> None:
 def train(config: TrainConfig) -> TrainResult:
     loop = config.training
     output_dir = Path(loop.output_dir)
-    prepare_output_dir(output_dir, loop.overwrite_output_dir)
+    prepare_output_dir(output_dir, loop.overwrite_output_dir, loop.resume)
     with atomic_file(output_dir / "config.yaml") as handle:
         yaml.safe_dump(config.to_dict(), handle, sort_keys=False)
     set_seed(loop.seed)
@@ -112,30 +102,32 @@ def train(config: TrainConfig) -> TrainResult:
     objective_class, _ = REGISTRY[config.objective_name]
     objective = objective_class(config.objective).to(device)
 
-    generator = torch.Generator().manual_seed(loop.seed)
-    loader = torch.utils.data.DataLoader(
-        dataset, batch_size=loop.batch_size, shuffle=True, generator=generator,
-        collate_fn=dataset.collate, drop_last=loop.drop_last,
-    )  # fmt: skip
-    if len(loader) == 0:
+    batches_per_epoch = (
+        len(dataset) // loop.batch_size if loop.drop_last else -(-len(dataset) // loop.batch_size)
+    )
+    if batches_per_epoch == 0:
         raise ConfigError(
             f"training.batch_size: {loop.batch_size} exceeds the {len(dataset)} examples (drop_last)"
         )
-    total_steps = loop.max_steps if loop.max_steps > 0 else loop.epochs * len(loader)
+    total_steps = loop.max_steps if loop.max_steps > 0 else loop.epochs * batches_per_epoch
     warmup = loop.warmup_steps or int(loop.warmup_ratio * total_steps)
-    params = list(encoder.parameters()) + list(objective.parameters())
-    optimizer = build_optimizer(
-        torch.nn.ModuleList([encoder, objective]), loop.learning_rate, loop.weight_decay
-    )
+    trained = torch.nn.ModuleList([encoder, objective])  # every tensor the optimiser updates
+    optimizer = build_optimizer(trained, loop.learning_rate, loop.weight_decay)
     scheduler = build_scheduler(optimizer, warmup, total_steps)
+    order = torch.Generator().manual_seed(loop.seed)  # the data order, one permutation per epoch
+    state = LoopState()
+    if loop.resume:
+        state, epoch_order_state = load_checkpoint(output_dir / "checkpoint", trained, optimizer, scheduler)
+        order.set_state(epoch_order_state)
+        logger.info("resumed from %s at step %d", output_dir / "checkpoint", state.step)
     logger.info(
         "%d examples × %d views, %d steps of batch %d on %s", len(dataset), dataset.n_views, total_steps,
         loop.batch_size, device,
     )  # fmt: skip
 
-    log = MetricsLog(output_dir / "metrics.jsonl")
+    log = MetricsLog(output_dir / "metrics.jsonl", resume_step=state.step if loop.resume else None)
     result = TrainResult(
-        output_dir, 0, primary_metric=evaluator.primary if evaluator else None, history=log.records
+        output_dir, state.step, evaluator.primary if evaluator else None, history=log.records
     )
 
     def evaluate(step: int) -> dict[str, float]:
@@ -150,64 +142,73 @@ def train(config: TrainConfig) -> TrainResult:
         return metrics
 
     def consider(step: int, metrics: dict[str, float]) -> None:
-        best = result.best_metrics
+        best = state.best_metrics
         if best is None or metrics[evaluator.primary] > best[evaluator.primary]:
-            result.best_metrics, result.best_step = metrics, step
+            state.best_metrics, state.best_step = metrics, step
             encoder.save(output_dir / "model")
             progress.set_postfix_str(f"best {evaluator.primary}={metrics[evaluator.primary]:.2f} @ {step}")
 
-    if evaluator is not None and loop.eval_at_start:
-        result.initial_metrics = evaluate(0)
+    if evaluator is not None and loop.eval_at_start and state.step == 0:
+        state.initial_metrics = evaluate(0)
 
     encoder.train()
-    progress = tqdm(total=total_steps, desc="training", unit="step")
-    step, window, started = 0, [], time.perf_counter()
+    progress = tqdm(total=total_steps, initial=state.step, desc="training", unit="step")
+    window, started = [], time.perf_counter()
     try:
-        while step < total_steps:
-            for batch in loader:
-                batch = batch.to(device)
+        while state.step < total_steps:
+            epoch_order_state = order.get_state()
+            permutation = torch.randperm(len(dataset), generator=order)
+            for position in range(state.batch_in_epoch, batches_per_epoch):
+                indices = permutation[position * loop.batch_size : (position + 1) * loop.batch_size]
+                batch = dataset.collate([dataset[int(i)] for i in indices]).to(device)
                 output = objective(encoder(batch.input_ids, batch.attention_mask))
                 if not torch.isfinite(output.loss):
                     lines = [records.lines[int(i)] for i in batch.indices]
+                    shown = f"{lines[:10]}{' …' if len(lines) > 10 else ''}"
                     raise TrainingError(
-                        f"step {step + 1}: loss is {output.loss.item()} (batch from {records.path} lines "
-                        f"{lines[:10]}{' …' if len(lines) > 10 else ''}); the last saved model is untouched"
+                        f"step {state.step + 1}: loss is {output.loss.item()} (batch from {records.path} "
+                        f"lines {shown}); the last saved model and checkpoint are untouched"
                     )
                 output.loss.backward()
                 if loop.max_grad_norm > 0:
-                    torch.nn.utils.clip_grad_norm_(params, loop.max_grad_norm)
+                    torch.nn.utils.clip_grad_norm_(trained.parameters(), loop.max_grad_norm)
                 optimizer.step()
                 scheduler.step()
                 optimizer.zero_grad(set_to_none=True)
-                step += 1
+                state.step += 1
+                state.batch_in_epoch = position + 1
                 window.append({k: v.item() for k, v in output.terms.items()} | {"loss": output.loss.item()})
                 progress.update(1)
-                if step % loop.logging_steps == 0 or step == total_steps:
+                if state.step % loop.logging_steps == 0 or state.step == total_steps:
                     means = {k: sum(w[k] for w in window) / len(window) for k in window[0]}
-                    elapsed = time.perf_counter() - started
+                    elapsed = round(time.perf_counter() - started, 2)
                     log.write(
-                        {
-                            "step": step,
-                            **means,
-                            "lr": scheduler.get_last_lr()[0],
-                            "seconds": round(elapsed, 2),
-                        }
+                        {"step": state.step, **means, "lr": scheduler.get_last_lr()[0], "seconds": elapsed}
                     )
                     progress.set_description(f"training loss {means['loss']:.3g}")
                     window = []
-                if evaluator is not None and (step % loop.eval_steps == 0 or step == total_steps):
-                    consider(step, evaluate(step))
+                if evaluator is not None and (state.step % loop.eval_steps == 0 or state.step == total_steps):
+                    consider(state.step, evaluate(state.step))
                     encoder.train()
-                if step >= total_steps:
+                if loop.checkpoint_steps and state.step % loop.checkpoint_steps == 0:
+                    save_checkpoint(
+                        output_dir / "checkpoint", trained, optimizer, scheduler, state, epoch_order_state
+                    )
+                if state.step >= total_steps:
                     break
+            else:
+                state.epoch, state.batch_in_epoch = state.epoch + 1, 0
     finally:
         progress.close()
         log.close()
-    result.steps = step
     if evaluator is None:
         encoder.save(output_dir / "model")
+    result.steps = state.step
+    result.initial_metrics, result.best_metrics, result.best_step = (
+        state.initial_metrics, state.best_metrics, state.best_step,
+    )  # fmt: skip
     summary = {
-        "steps": step,
+        "steps": state.step,
         "primary_metric": result.primary_metric,
         "initial": result.initial_metrics,
         "best": result.best_metrics,

@@ -44,6 +44,10 @@ class LoopConfig:
     #: at each evaluation also log ℓ_align, ℓ_uniform and the spectrum summary on STS-B dev
     log_geometry: bool = True
     logging_steps: int = 10
+    #: write a resumable checkpoint (output_dir/checkpoint) every N steps; 0 = never
+    checkpoint_steps: int = 0
+    #: continue from output_dir/checkpoint (exactly: same batches, dropout masks and updates)
+    resume: bool = False
     device: str = "auto"
     drop_last: bool = False
 
@@ -58,7 +62,14 @@ class LoopConfig:
                 raise ConfigError(f"{key}: must be positive, got {value}")
         if self.epochs < 1 and self.max_steps <= 0:
             raise ConfigError("epochs: must be at least 1 unless max_steps is set")
-        for key in ("max_steps", "warmup_steps", "eval_steps", "weight_decay", "max_grad_norm"):
+        for key in (
+            "max_steps",
+            "warmup_steps",
+            "eval_steps",
+            "weight_decay",
+            "max_grad_norm",
+            "checkpoint_steps",
+        ):
             if getattr(self, key) < 0:
                 raise ConfigError(f"{key}: must not be negative, got {getattr(self, key)}")
         if not 0.0 <= self.warmup_ratio < 1.0:

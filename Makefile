@@ -27,8 +27,8 @@ demo: $(STAMP)
 	$(BIN)/sentcl train configs/demo_simcse_unsup_minilm.yaml --output runs/demo --overwrite
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/lint-imports
 
 unit: $(STAMP)

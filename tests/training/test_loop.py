@@ -121,3 +121,8 @@ def test_eval_task_with_missing_files_fails_before_training(
     with pytest.raises(ConfigError, match=r"training.eval_task: 'sts' cannot be evaluated: no STS12"):
         train(recipe(tiny_model_dir, wiki_file, tmp_path / "run", stsb_data_dir, eval_task="sts"))
     assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
+def test_gradcache_run_trains(tmp_path, tiny_model_dir, wiki_file, stsb_data_dir):
+    result = train(recipe(tiny_model_dir, wiki_file, tmp_path / "gc", stsb_data_dir, gradcache_chunk=2))
+    assert result.steps == 6 and result.best_metrics is not None

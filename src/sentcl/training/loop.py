@@ -35,6 +35,7 @@ from sentcl.evaluation import STSEvaluator, resolve_data_dir
 from sentcl.model import SentenceEncoder
 from sentcl.objectives import REGISTRY
 from sentcl.training.checkpoint import LoopState, load_checkpoint, save_checkpoint
+from sentcl.training.gradcache import forward_backward
 from sentcl.training.metrics_log import MetricsLog
 from sentcl.training.optim import build_optimizer, build_scheduler
 from sentcl.training.recipe import TrainConfig
@@ -161,15 +162,15 @@ def train(config: TrainConfig) -> TrainResult:
             for position in range(state.batch_in_epoch, batches_per_epoch):
                 indices = permutation[position * loop.batch_size : (position + 1) * loop.batch_size]
                 batch = dataset.collate([dataset[int(i)] for i in indices]).to(device)
-                output = objective(encoder(batch.input_ids, batch.attention_mask))
+                output = forward_backward(encoder, objective, batch, loop.gradcache_chunk)
                 if not torch.isfinite(output.loss):
+                    optimizer.zero_grad(set_to_none=True)
                     lines = [records.lines[int(i)] for i in batch.indices]
                     shown = f"{lines[:10]}{' …' if len(lines) > 10 else ''}"
                     raise TrainingError(
                         f"step {state.step + 1}: loss is {output.loss.item()} (batch from {records.path} "
                         f"lines {shown}); the last saved model and checkpoint are untouched"
                     )
-                output.loss.backward()
                 if loop.max_grad_norm > 0:
                     torch.nn.utils.clip_grad_norm_(trained.parameters(), loop.max_grad_norm)
                 optimizer.step()

@@ -44,6 +44,8 @@ class LoopConfig:
     #: at each evaluation also log ℓ_align, ℓ_uniform and the spectrum summary on STS-B dev
     log_geometry: bool = True
     logging_steps: int = 10
+    #: GradCache: embed the batch in chunks of this many examples to bound activation memory; 0 = off
+    gradcache_chunk: int = 0
     #: write a resumable checkpoint (output_dir/checkpoint) every N steps; 0 = never
     checkpoint_steps: int = 0
     #: continue from output_dir/checkpoint (exactly: same batches, dropout masks and updates)

@@ -1,0 +1,67 @@
+"""Forward and backward of one contrastive step, optionally with GradCache (Gao et al., RepL4NLP 2021).
+
+A contrastive loss couples every example of the batch (in-batch negatives), so its batch cannot be
+split like a cross-entropy batch. GradCache keeps the coupling and bounds the memory:
+
+1. embed the batch in chunks of ``chunk_size`` examples *without* a graph, remembering each chunk's RNG
+   state (so the dropout masks can be drawn again);
+2. compute the loss on all the embeddings and backpropagate it to the embeddings only;
+3. re-run each chunk *with* a graph under its remembered RNG state and backpropagate the cached
+   embedding gradients through it; only one chunk's activations are alive at a time.
+
+The parameter gradients equal those of the full batch embedded chunk by chunk with the same dropout
+masks, at the cost of a second forward pass. Gradient *accumulation* is different: each micro-batch's
+loss sees only its own in-batch negatives, so accumulating 8 micro-batches of 64 is 8 losses with 63
+negatives each, not one loss with 511 — it does not enlarge the negative set.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from sentcl.data import Batch
+from sentcl.model import EncodedBatch, SentenceEncoder
+from sentcl.objectives import ObjectiveOutput
+
+
+def _rng_state(device: torch.device) -> tuple:
+    cuda = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
+    return torch.get_rng_state(), cuda
+
+
+def _set_rng_state(state: tuple, device: torch.device) -> None:
+    torch.set_rng_state(state[0])
+    if state[1] is not None:
+        torch.cuda.set_rng_state(state[1], device)
+
+
+def forward_backward(
+    encoder: SentenceEncoder, objective: torch.nn.Module, batch: Batch, chunk_size: int = 0
+) -> ObjectiveOutput:
+    """Loss of ``batch`` with gradients accumulated into the parameters (backward already done)."""
+    size = batch.input_ids.shape[0]
+    if chunk_size <= 0 or chunk_size >= size:
+        output = objective(encoder(batch.input_ids, batch.attention_mask))
+        if torch.isfinite(output.loss):
+            output.loss.backward()
+        return output
+    device = batch.input_ids.device
+    chunks = [slice(start, start + chunk_size) for start in range(0, size, chunk_size)]
+    states, parts = [], []
+    with torch.no_grad():
+        for chunk in chunks:
+            states.append(_rng_state(device))
+            parts.append(encoder(batch.input_ids[chunk], batch.attention_mask[chunk]).embeddings)
+    embeddings = torch.cat(parts).requires_grad_()  # [B, V, D], a leaf: the loss stops here
+    output = objective(EncodedBatch(embeddings))
+    if not torch.isfinite(output.loss):
+        return output
+    output.loss.backward()
+    cached = embeddings.grad
+    end_state = _rng_state(device)
+    for chunk, state in zip(chunks, states, strict=True):
+        _set_rng_state(state, device)
+        part = encoder(batch.input_ids[chunk], batch.attention_mask[chunk]).embeddings
+        part.backward(cached[chunk])
+    _set_rng_state(end_state, device)
+    return output

@@ -56,7 +56,7 @@ def test_unsupervised_run_writes_best_model_log_and_summary(
     assert result.best_step == max(trained, key=trained.get)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["best_step"] == result.best_step
-    assert summary["initial"]["stsb_dev_spearman"] == evals[0]["eval"]["stsb_dev_spearman"]
+    assert summary["initial_metrics"]["stsb_dev_spearman"] == evals[0]["eval"]["stsb_dev_spearman"]
     assert (out / "config.yaml").is_file()
     reloaded = SentenceEncoder.load(str(out))
     assert reloaded.pooler == "cls" and reloaded.head is not None and reloaded.head.train_only

@@ -6,7 +6,8 @@
 * supervised: V=2 (anchor, entailment) or V=3 (+ contradiction as hard negative). SimCSE's code adds
   ``hard_negative_weight`` to the logit of each anchor's *own* hard negative; that is log α, so we take
   α and add log α (α = 1 adds nothing, the paper's setting).
-sim is cosine similarity, τ the temperature (0.05).
+sim is cosine similarity, τ the temperature (0.05). Under torch.distributed the positives and hard
+negatives of every rank are gathered (with gradient), so the negatives are the global batch.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from torch import nn
 from sentcl.config import ConfigError
 from sentcl.model import EncodedBatch
 from sentcl.objectives.base import ObjectiveOutput
-from sentcl.objectives.similarity import cosine_matrix
+from sentcl.objectives.similarity import cosine_matrix, gather_with_grad
 
 
 @dataclass
@@ -39,20 +40,22 @@ class InfoNCEConfig:
 
 def info_nce_loss(
     anchor: torch.Tensor,  # [B, D]
-    positive: torch.Tensor,  # [B, D]
-    hard_negative: torch.Tensor | None = None,  # [B, D]
+    positive: torch.Tensor,  # [N, D]; N = B, or the global batch with positives gathered from all ranks
+    hard_negative: torch.Tensor | None = None,  # [N, D]
     temperature: float = 0.05,
     hard_negative_weight: float = 1.0,
+    offset: int = 0,  # row of anchor[0]'s positive (and hard negative) among the N candidates
 ) -> torch.Tensor:
-    logits = cosine_matrix(anchor, positive) / temperature  # [B, B]; diagonal = positives
+    rows = torch.arange(anchor.shape[0], device=anchor.device)
+    logits = cosine_matrix(anchor, positive) / temperature  # [B, N]; positives at (i, offset + i)
     if hard_negative is not None:
-        negatives = cosine_matrix(anchor, hard_negative) / temperature  # [B, B]
+        negatives = cosine_matrix(anchor, hard_negative) / temperature  # [B, N]
         if hard_negative_weight != 1.0:
-            eye = torch.eye(negatives.shape[0], device=negatives.device, dtype=negatives.dtype)
-            negatives = negatives + math.log(hard_negative_weight) * eye
-        logits = torch.cat([logits, negatives], dim=1)  # [B, 2B]
-    labels = torch.arange(anchor.shape[0], device=anchor.device)
-    return F.cross_entropy(logits, labels)
+            weight = torch.zeros_like(negatives)
+            weight[rows, offset + rows] = math.log(hard_negative_weight)
+            negatives = negatives + weight
+        logits = torch.cat([logits, negatives], dim=1)  # [B, 2N]
+    return F.cross_entropy(logits, offset + rows)
 
 
 class InfoNCE(nn.Module):
@@ -67,11 +70,13 @@ class InfoNCE(nn.Module):
         views = embeddings.shape[1]
         if views not in (2, 3):
             raise ValueError(f"SimCSE needs 2 or 3 views per example, got {views}")
+        candidates, offset = gather_with_grad(embeddings[:, 1:])  # [N, V − 1, D]: every rank's candidates
         loss = info_nce_loss(
             embeddings[:, 0],
-            embeddings[:, 1],
-            embeddings[:, 2] if views == 3 else None,
+            candidates[:, 0],
+            candidates[:, 1] if views == 3 else None,
             temperature=self.config.temperature,
             hard_negative_weight=self.config.hard_negative_weight,
+            offset=offset,
         )
         return ObjectiveOutput(loss=loss, terms={"info_nce": loss.detach()})

@@ -7,9 +7,8 @@ A run writes into ``output_dir``:
                   the final model when evaluation is off
   checkpoint/     every ``checkpoint_steps``: everything needed to resume exactly (see checkpoint.py)
   summary.json    initial / best metrics and where the best was found
-
-The data order is explicit — one seeded permutation per epoch — so a resumed run sees the very batches,
-dropout masks and updates an uninterrupted run would have seen.
+The data order is explicit (one seeded permutation per epoch), so a resumed run sees the very batches,
+dropout masks and updates an uninterrupted run would have seen. Under torchrun see distributed.py.
 """
 
 from __future__ import annotations
@@ -34,6 +33,7 @@ from sentcl.embedder import CachedEmbedder
 from sentcl.evaluation import STSEvaluator, resolve_data_dir
 from sentcl.model import SentenceEncoder
 from sentcl.objectives import REGISTRY
+from sentcl.training import distributed
 from sentcl.training.checkpoint import LoopState, load_checkpoint, save_checkpoint
 from sentcl.training.gradcache import forward_backward
 from sentcl.training.metrics_log import MetricsLog
@@ -57,11 +57,9 @@ class TrainResult:
     best_step: int | None = None
     history: list[dict] = field(default_factory=list)
 
-
-def _device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+    def summary(self) -> dict:
+        keys = ("steps", "primary_metric", "initial_metrics", "best_metrics", "best_step")
+        return {k: getattr(self, k) for k in keys} | {"model": str(self.output_dir / "model")}
 
 
 def prepare_output_dir(path: Path, overwrite: bool, resume: bool) -> None:
@@ -75,12 +73,19 @@ def prepare_output_dir(path: Path, overwrite: bool, resume: bool) -> None:
 
 def train(config: TrainConfig) -> TrainResult:
     loop = config.training
+    context = distributed.setup()
+    if loop.batch_size % context.world_size:
+        raise ConfigError(
+            f"training.batch_size: {loop.batch_size} is not divisible by {context.world_size} ranks"
+        )
     output_dir = Path(loop.output_dir)
-    prepare_output_dir(output_dir, loop.overwrite_output_dir, loop.resume)
-    with atomic_file(output_dir / "config.yaml") as handle:
-        yaml.safe_dump(config.to_dict(), handle, sort_keys=False)
+    if context.is_main:
+        prepare_output_dir(output_dir, loop.overwrite_output_dir, loop.resume)
+        with atomic_file(output_dir / "config.yaml") as handle:
+            yaml.safe_dump(config.to_dict(), handle, sort_keys=False)
+    distributed.barrier(context)
     set_seed(loop.seed)
-    device = _device(loop.device)
+    device = distributed.select_device(loop.device, context)
 
     # Everything that can fail on bad input is checked before the first step.
     records = read_records(expand_path(config.data.train_file, "data.train_file"), header=config.data.header)
@@ -102,6 +107,9 @@ def train(config: TrainConfig) -> TrainResult:
     dataset = ContrastiveDataset(records, encoder.tokenizer, config.data.max_length, config.data.n_views)
     objective_class, _ = REGISTRY[config.objective_name]
     objective = objective_class(config.objective).to(device)
+    torch.manual_seed(
+        loop.seed + context.rank
+    )  # same initial weights everywhere, other dropout masks per rank
 
     batches_per_epoch = (
         len(dataset) // loop.batch_size if loop.drop_last else -(-len(dataset) // loop.batch_size)
@@ -126,7 +134,9 @@ def train(config: TrainConfig) -> TrainResult:
         loop.batch_size, device,
     )  # fmt: skip
 
-    log = MetricsLog(output_dir / "metrics.jsonl", resume_step=state.step if loop.resume else None)
+    log = MetricsLog(
+        output_dir / "metrics.jsonl", state.step if loop.resume else None, enabled=context.is_main
+    )
     result = TrainResult(
         output_dir, state.step, evaluator.primary if evaluator else None, history=log.records
     )
@@ -149,11 +159,16 @@ def train(config: TrainConfig) -> TrainResult:
             encoder.save(output_dir / "model")
             progress.set_postfix_str(f"best {evaluator.primary}={metrics[evaluator.primary]:.2f} @ {step}")
 
+    if not context.is_main:
+        evaluator = None  # rank 0 evaluates, logs and saves
     if evaluator is not None and loop.eval_at_start and state.step == 0:
         state.initial_metrics = evaluate(0)
 
     encoder.train()
-    progress = tqdm(total=total_steps, initial=state.step, desc="training", unit="step")
+    progress = tqdm(
+        total=total_steps, initial=state.step, desc="training", unit="step", disable=not context.is_main
+    )
+    share = loop.batch_size // context.world_size  # this rank's slice of each global batch
     window, started = [], time.perf_counter()
     try:
         while state.step < total_steps:
@@ -161,6 +176,7 @@ def train(config: TrainConfig) -> TrainResult:
             permutation = torch.randperm(len(dataset), generator=order)
             for position in range(state.batch_in_epoch, batches_per_epoch):
                 indices = permutation[position * loop.batch_size : (position + 1) * loop.batch_size]
+                indices = indices[context.rank * share : (context.rank + 1) * share]
                 batch = dataset.collate([dataset[int(i)] for i in indices]).to(device)
                 output = forward_backward(encoder, objective, batch, loop.gradcache_chunk)
                 if not torch.isfinite(output.loss):
@@ -171,6 +187,7 @@ def train(config: TrainConfig) -> TrainResult:
                         f"step {state.step + 1}: loss is {output.loss.item()} (batch from {records.path} "
                         f"lines {shown}); the last saved model and checkpoint are untouched"
                     )
+                distributed.average_gradients(trained, context)
                 if loop.max_grad_norm > 0:
                     torch.nn.utils.clip_grad_norm_(trained.parameters(), loop.max_grad_norm)
                 optimizer.step()
@@ -178,7 +195,8 @@ def train(config: TrainConfig) -> TrainResult:
                 optimizer.zero_grad(set_to_none=True)
                 state.step += 1
                 state.batch_in_epoch = position + 1
-                window.append({k: v.item() for k, v in output.terms.items()} | {"loss": output.loss.item()})
+                terms = {k: v.item() for k, v in output.terms.items()} | {"loss": output.loss.item()}
+                window.append({k: distributed.mean_over_ranks(v, context) for k, v in terms.items()})
                 progress.update(1)
                 if state.step % loop.logging_steps == 0 or state.step == total_steps:
                     means = {k: sum(w[k] for w in window) / len(window) for k in window[0]}
@@ -188,10 +206,12 @@ def train(config: TrainConfig) -> TrainResult:
                     )
                     progress.set_description(f"training loss {means['loss']:.3g}")
                     window = []
-                if evaluator is not None and (state.step % loop.eval_steps == 0 or state.step == total_steps):
-                    consider(state.step, evaluate(state.step))
-                    encoder.train()
-                if loop.checkpoint_steps and state.step % loop.checkpoint_steps == 0:
+                if loop.eval_steps and (state.step % loop.eval_steps == 0 or state.step == total_steps):
+                    if evaluator is not None:
+                        consider(state.step, evaluate(state.step))
+                        encoder.train()
+                    distributed.barrier(context)
+                if context.is_main and loop.checkpoint_steps and state.step % loop.checkpoint_steps == 0:
                     save_checkpoint(
                         output_dir / "checkpoint", trained, optimizer, scheduler, state, epoch_order_state
                     )
@@ -202,22 +222,16 @@ def train(config: TrainConfig) -> TrainResult:
     finally:
         progress.close()
         log.close()
-    if evaluator is None:
+    if loop.eval_steps == 0 and context.is_main:
         encoder.save(output_dir / "model")
     result.steps = state.step
     result.initial_metrics, result.best_metrics, result.best_step = (
         state.initial_metrics, state.best_metrics, state.best_step,
     )  # fmt: skip
-    summary = {
-        "steps": state.step,
-        "primary_metric": result.primary_metric,
-        "initial": result.initial_metrics,
-        "best": result.best_metrics,
-        "best_step": result.best_step,
-        "model": str(output_dir / "model"),
-    }
-    with atomic_file(output_dir / "summary.json") as handle:
-        json.dump(summary, handle, indent=2)
+    if context.is_main:
+        with atomic_file(output_dir / "summary.json") as handle:
+            json.dump(result.summary(), handle, indent=2)
+    distributed.barrier(context)
     return result
 
 

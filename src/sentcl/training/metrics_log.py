@@ -10,8 +10,11 @@ class MetricsLog:
     """Append-only JSONL, flushed at every line so a crashed run keeps its history. On resume the lines
     written after the checkpoint's step are dropped (the resumed run writes them again)."""
 
-    def __init__(self, path: Path, resume_step: int | None = None):
+    def __init__(self, path: Path, resume_step: int | None = None, enabled: bool = True):
         self.records: list[dict] = []
+        if not enabled:  # a rank other than 0 keeps records in memory only
+            self.handle = None
+            return
         if resume_step is not None and path.is_file():
             lines = path.read_text(encoding="utf-8").splitlines()
             self.records = [r for r in map(json.loads, lines) if r["step"] <= resume_step]
@@ -21,8 +24,10 @@ class MetricsLog:
 
     def write(self, record: dict) -> None:
         self.records.append(record)
-        self.handle.write(json.dumps(record) + "\n")
-        self.handle.flush()
+        if self.handle is not None:
+            self.handle.write(json.dumps(record) + "\n")
+            self.handle.flush()
 
     def close(self) -> None:
-        self.handle.close()
+        if self.handle is not None:
+            self.handle.close()

@@ -101,3 +101,28 @@ def test_evaluate_with_fitted_then_saved_postprocess(tiny_model_dir, stsb_data_d
     assert (
         capsys.readouterr().out.splitlines()[-1] == first.splitlines()[-1]
     )  # same scores from the saved one
+
+
+def test_encode_index_search_commands(tiny_model_dir, tmp_path, capsys):
+    import numpy as np
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(SENTENCES) + "\n\n")
+    assert (
+        main(["encode", str(tiny_model_dir), str(corpus), "--out", str(tmp_path / "e.npy"), "--normalize"])
+        == 0
+    )
+    vectors = np.load(tmp_path / "e.npy")
+    assert vectors.shape == (len(SENTENCES), 32)
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert main(["index", str(tiny_model_dir), str(corpus), "--out", str(tmp_path / "idx")]) == 0
+    capsys.readouterr()
+    assert main(["search", str(tmp_path / "idx"), SENTENCES[4], "-k", "3"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"query: {SENTENCES[4]}" and len(lines) == 4
+    assert any(line.strip().endswith(SENTENCES[4]) for line in lines[1:])
+    assert (
+        main(["encode", str(tiny_model_dir), str(tmp_path / "absent.txt"), "--out", str(tmp_path / "x.npy")])
+        == 2
+    )
+    assert not (tmp_path / "x.npy").exists()

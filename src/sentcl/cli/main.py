@@ -10,17 +10,20 @@ from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
+
 from sentcl import __version__
 from sentcl.analysis.report import analyse, markdown_table, read_trajectory, write_report
 from sentcl.atomic_write import atomic_file
 from sentcl.config import ConfigError
-from sentcl.data import DataError
+from sentcl.data import DataError, read_sentences
 from sentcl.evaluation import DataDirError, STSDataError, TaskSpecError, resolve_data_dir
 from sentcl.evaluation.suite import EvaluationSuite
 from sentcl.evaluation.transfer import TransferDataError
 from sentcl.model import POOLERS, ModelLoadError, SentenceEncoder
 from sentcl.postprocess import POSTPROCESSORS, PostProcessedEmbedder, fit_postprocessor, load_postprocessor
 from sentcl.postprocess.corpus import fit_corpus
+from sentcl.serving import SentenceIndex
 from sentcl.training import CheckpointError, TrainingError, load_recipe, summarise, train
 from sentcl.training.recipe import replace_training
 from sentcl.training.seeds import format_aggregate, train_seeds
@@ -68,6 +71,29 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_fit_arguments(p)
     p.add_argument("--save-postprocess", help="save the fitted post-processor in this folder")
+
+    p = commands.add_parser("encode", help="embed a text file (one sentence per line) into a .npy matrix")
+    p.add_argument("model")
+    p.add_argument("input", help="text file, one sentence per line (blank lines are skipped)")
+    p.add_argument("--out", required=True, help="output .npy file [N, D]")
+    p.add_argument("--pooler", choices=list(POOLERS))
+    p.add_argument("--normalize", action="store_true", help="L2-normalise the rows")
+    p.add_argument("--batch-size", type=int, default=128)
+
+    p = commands.add_parser("index", help="build a faiss index of a corpus (one sentence per line)")
+    p.add_argument("model")
+    p.add_argument("corpus")
+    p.add_argument("--out", required=True, help="index folder")
+    p.add_argument("--kind", default="auto", choices=["auto", "flat", "ivf"])
+    p.add_argument("--pooler", choices=list(POOLERS))
+    p.add_argument("--batch-size", type=int, default=128)
+
+    p = commands.add_parser("search", help="nearest corpus sentences of a query")
+    p.add_argument("index", help="folder written by sentcl index")
+    p.add_argument("query", nargs="+")
+    p.add_argument("-k", "--top-k", type=int, default=5)
+    p.add_argument("--threshold", type=float, help="only hits with cosine ≥ this")
+    p.add_argument("--model", help="default: the model recorded in the index")
 
     p = commands.add_parser("analyze", help="geometry report (alignment/uniformity, spectrum, figures)")
     p.add_argument("models", nargs="+", help="model folders, sentcl run folders or hub ids")
@@ -152,6 +178,41 @@ def run_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_encode(args: argparse.Namespace) -> int:
+    sentences = [row[0] for row in read_sentences(args.input).rows]
+    encoder = SentenceEncoder.load(args.model, pooler=args.pooler)
+    vectors = encoder.encode(
+        sentences, batch_size=args.batch_size, normalize=args.normalize, show_progress=True
+    )
+    with atomic_file(Path(args.out), mode="wb") as handle:
+        np.save(handle, vectors)
+    print(f"{args.out}: {vectors.shape[0]} × {vectors.shape[1]} float32 (pooler {encoder.pooler})")
+    return 0
+
+
+def run_index(args: argparse.Namespace) -> int:
+    sentences = [row[0] for row in read_sentences(args.corpus).rows]
+    encoder = SentenceEncoder.load(args.model, pooler=args.pooler)
+    index = encoder.build_index(sentences, kind=args.kind, batch_size=args.batch_size)
+    index.save(args.out)
+    print(f"{args.out}: {len(index)} sentences, {index.kind} index, model {index.model}")
+    return 0
+
+
+def run_search(args: argparse.Namespace) -> int:
+    index = SentenceIndex.load(args.index)
+    model = args.model or index.model
+    if not model:
+        raise ConfigError(f"{args.index}: the index records no model; pass --model")
+    encoder = SentenceEncoder.load(model)
+    encoder.index = index
+    for query, hits in zip(args.query, encoder.search(args.query, args.top_k, args.threshold), strict=True):
+        print(f"query: {query}")
+        for hit in hits:
+            print(f"  {hit.score:.4f}  {hit.text}")
+    return 0
+
+
 def run_analyze(args: argparse.Namespace) -> int:
     data_dir = resolve_data_dir(args.data_dir)
     analyses = []
@@ -184,7 +245,9 @@ def main(argv: list[str] | None = None) -> int:
     for noisy in ("transformers", "httpx", "huggingface_hub"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
     try:
-        return {"train": run_train, "evaluate": run_evaluate, "analyze": run_analyze}[args.command](args)
+        commands = {"train": run_train, "evaluate": run_evaluate, "analyze": run_analyze}
+        commands |= {"encode": run_encode, "index": run_index, "search": run_search}
+        return commands[args.command](args)
     except USER_ERRORS as exc:
         print(f"sentcl {args.command}: error: {exc}", file=sys.stderr)
         return 2

@@ -34,6 +34,7 @@ from sentcl.model.backbone import ModelLoadError, load_backbone, resolve_model_p
 from sentcl.model.heads import MLPHead
 from sentcl.model.pooling import NEEDS_HIDDEN_STATES, POOLERS, WITH_MLP_HEAD
 from sentcl.model.sentence_transformers_export import unsupported_reason, write_sentence_transformers_files
+from sentcl.serving.index import Hit, SentenceIndex
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +88,8 @@ class SentenceEncoder(nn.Module):
         self.pooler = pooler
         self.head = head
         self.max_length = max_length or _default_max_length(backbone, tokenizer)
+        self.source: str | None = None  # where the model was loaded from, recorded in saved indexes
+        self.index: SentenceIndex | None = None
 
     # ----------------------------------------------------------------------------------- building
     @classmethod
@@ -129,6 +132,7 @@ class SentenceEncoder(nn.Module):
             head.load_state_dict(load_file(str(head_file)))
         max_length = (meta or {}).get("max_seq_length") or _saved_max_length(resolved)
         encoder = cls(backbone, tokenizer, chosen, head, max_length=max_length)
+        encoder.source = str(Path(name_or_path).resolve()) if Path(name_or_path).exists() else name_or_path
         return encoder.eval()
 
     # ----------------------------------------------------------------------------------- forward
@@ -198,6 +202,33 @@ class SentenceEncoder(nn.Module):
         finally:
             self.train(was_training)
         return out
+
+    def similarity(self, a: str | Sequence[str], b: str | Sequence[str], batch_size: int = 128) -> np.ndarray:
+        """Cosine similarity of every text of ``a`` with every text of ``b`` → [len(a), len(b)]."""
+        a = [a] if isinstance(a, str) else list(a)
+        b = [b] if isinstance(b, str) else list(b)
+        x = self.encode(a, batch_size=batch_size, normalize=True)
+        y = self.encode(b, batch_size=batch_size, normalize=True)
+        return x @ y.T
+
+    def build_index(self, corpus: Sequence[str], kind: str = "auto", batch_size: int = 128) -> SentenceIndex:
+        """Embed ``corpus`` and keep a faiss index of it for :meth:`search` (also returned)."""
+        corpus = list(corpus)
+        self.index = SentenceIndex.build(
+            self.encode(corpus, batch_size=batch_size), corpus, kind, model=self.source
+        )
+        return self.index
+
+    def search(
+        self, queries: str | Sequence[str], top_k: int = 5, threshold: float | None = None
+    ) -> list[list[Hit]]:
+        """The ``top_k`` nearest corpus sentences of each query (cosine ≥ ``threshold`` if given)."""
+        if getattr(self, "index", None) is None:
+            raise RuntimeError(
+                "no index: call build_index(corpus) or set encoder.index = SentenceIndex.load(dir)"
+            )
+        queries = [queries] if isinstance(queries, str) else list(queries)
+        return self.index.search(self.encode(queries), top_k=top_k, threshold=threshold)
 
     # ----------------------------------------------------------------------------------- saving
     def save(self, path: str | Path) -> Path:

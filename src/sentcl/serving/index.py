@@ -1,0 +1,107 @@
+"""A searchable corpus: L2-normalised embeddings in faiss, scored by inner product (= cosine).
+
+``flat`` is exact search (IndexFlatIP); ``ivf`` partitions the corpus into ``nlist`` Voronoi cells
+(IndexIVFFlat) and visits ``nprobe`` of them per query — approximate, much faster on large corpora.
+``auto`` picks flat below 100,000 sentences. A saved index folder holds the faiss index, the corpus texts
+(one JSON string per line) and ``index.json`` (kind, size, dimension, the model that embedded it).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import faiss
+import numpy as np
+
+from sentcl.atomic_write import atomic_folder
+
+FLAT_LIMIT = 100_000
+
+
+@dataclass(frozen=True)
+class Hit:
+    text: str
+    score: float  # cosine similarity
+    id: int  # row in the corpus
+
+
+def _normalise(x: np.ndarray) -> np.ndarray:
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    faiss.normalize_L2(x)
+    return x
+
+
+class SentenceIndex:
+    def __init__(self, index: faiss.Index, texts: list[str], kind: str, model: str | None = None):
+        if index.ntotal != len(texts):
+            raise ValueError(f"the index holds {index.ntotal} vectors but {len(texts)} texts were given")
+        self.index, self.texts, self.kind, self.model = index, texts, kind, model
+
+    @classmethod
+    def build(
+        cls, embeddings: np.ndarray, texts: list[str], kind: str = "auto", nlist: int | None = None,
+        nprobe: int = 16, model: str | None = None,
+    ) -> SentenceIndex:  # fmt: skip
+        if len(embeddings) != len(texts):
+            raise ValueError(f"{len(embeddings)} embeddings for {len(texts)} texts")
+        if len(texts) == 0:
+            raise ValueError("cannot index an empty corpus")
+        vectors = _normalise(embeddings)
+        dim = vectors.shape[1]
+        if kind == "auto":
+            kind = "flat" if len(texts) < FLAT_LIMIT else "ivf"
+        if kind == "flat":
+            index = faiss.IndexFlatIP(dim)
+        elif kind == "ivf":
+            nlist = nlist or max(1, min(len(texts) // 39, int(4 * math.sqrt(len(texts)))))  # ≥ 39 points/cell
+            index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, nlist, faiss.METRIC_INNER_PRODUCT)
+            index.train(vectors)
+            index.nprobe = min(nprobe, nlist)
+        else:
+            raise ValueError(f"index kind {kind!r} is not one of auto, flat, ivf")
+        index.add(vectors)
+        return cls(index, list(texts), kind, model)
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def search(
+        self, query_embeddings: np.ndarray, top_k: int = 5, threshold: float | None = None
+    ) -> list[list[Hit]]:
+        """For each query the ``top_k`` most similar sentences (cosine ≥ ``threshold`` if given)."""
+        if top_k < 1:
+            raise ValueError(f"top_k must be at least 1, got {top_k}")
+        scores, ids = self.index.search(_normalise(query_embeddings), min(top_k, len(self)))
+        results = []
+        for row_scores, row_ids in zip(scores, ids, strict=True):
+            hits = [
+                Hit(self.texts[i], float(s), int(i))
+                for s, i in zip(row_scores, row_ids, strict=True)
+                if i >= 0
+            ]
+            results.append([h for h in hits if threshold is None or h.score >= threshold])
+        return results
+
+    def save(self, folder: str | Path) -> Path:
+        with atomic_folder(folder) as tmp:
+            faiss.write_index(self.index, str(tmp / "index.faiss"))
+            with (tmp / "texts.jsonl").open("w", encoding="utf-8") as handle:
+                handle.writelines(json.dumps(text) + "\n" for text in self.texts)
+            meta = {"kind": self.kind, "size": len(self), "dimension": self.index.d, "model": self.model}
+            (tmp / "index.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+        return Path(folder)
+
+    @classmethod
+    def load(cls, folder: str | Path) -> SentenceIndex:
+        folder = Path(folder)
+        meta_path = folder / "index.json"
+        if not meta_path.is_file():
+            raise FileNotFoundError(f"{folder}: no index.json; not a sentcl index folder")
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        texts = [
+            json.loads(line) for line in (folder / "texts.jsonl").read_text(encoding="utf-8").splitlines()
+        ]
+        return cls(faiss.read_index(str(folder / "index.faiss")), texts, meta["kind"], meta.get("model"))

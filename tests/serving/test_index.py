@@ -1,0 +1,73 @@
+import numpy as np
+import pytest
+
+from sentcl.model import SentenceEncoder
+from sentcl.serving import SentenceIndex
+from tests.conftest import SENTENCES
+
+
+def brute_force(corpus, queries, k):
+    c = corpus / np.linalg.norm(corpus, axis=1, keepdims=True)
+    q = queries / np.linalg.norm(queries, axis=1, keepdims=True)
+    scores = q @ c.T
+    return np.argsort(-scores, axis=1)[:, :k], np.sort(scores, axis=1)[:, ::-1][:, :k]
+
+
+@pytest.fixture
+def data():
+    rng = np.random.default_rng(0)
+    corpus = rng.normal(size=(2000, 16)).astype(np.float32)
+    return corpus, [f"s{i}" for i in range(2000)], rng.normal(size=(7, 16)).astype(np.float32)
+
+
+def test_flat_search_is_exact(data):
+    corpus, texts, queries = data
+    index = SentenceIndex.build(corpus, texts, kind="flat")
+    ids, scores = brute_force(corpus, queries, 5)
+    hits = index.search(queries, top_k=5)
+    assert [[h.id for h in row] for row in hits] == ids.tolist()
+    np.testing.assert_allclose([[h.score for h in row] for row in hits], scores, atol=1e-5)
+    assert hits[0][0].text == texts[ids[0][0]]
+
+
+def test_ivf_with_every_cell_probed_equals_exact(data):
+    corpus, texts, queries = data
+    ivf = SentenceIndex.build(corpus, texts, kind="ivf", nlist=8, nprobe=8)
+    ids, _ = brute_force(corpus, queries, 5)
+    assert [[h.id for h in row] for row in ivf.search(queries, top_k=5)] == ids.tolist()
+
+
+def test_threshold_and_roundtrip(tmp_path, data):
+    corpus, texts, queries = data
+    index = SentenceIndex.build(corpus, texts, model="some/model")
+    filtered = index.search(queries, top_k=50, threshold=0.5)
+    assert all(h.score >= 0.5 for row in filtered for h in row)
+    assert sum(map(len, filtered)) < 7 * 50
+    loaded = SentenceIndex.load(index.save(tmp_path / "idx"))
+    assert loaded.model == "some/model" and loaded.kind == "flat" and len(loaded) == 2000
+    assert loaded.search(queries, top_k=3) == index.search(queries, top_k=3)
+
+
+def test_bad_inputs(tmp_path, data):
+    corpus, texts, _ = data
+    with pytest.raises(ValueError, match="embeddings for"):
+        SentenceIndex.build(corpus, texts[:10])
+    with pytest.raises(ValueError, match="not one of"):
+        SentenceIndex.build(corpus, texts, kind="hnsw")
+    with pytest.raises(FileNotFoundError, match="not a sentcl index folder"):
+        SentenceIndex.load(tmp_path)
+
+
+def test_encoder_similarity_and_search(tiny_model_dir):
+    encoder = SentenceEncoder.load(str(tiny_model_dir))
+    sims = encoder.similarity(SENTENCES[:2], SENTENCES)
+    assert sims.shape == (2, len(SENTENCES))
+    np.testing.assert_allclose([sims[0, 0], sims[1, 1]], 1.0, atol=1e-5)
+    with pytest.raises(RuntimeError, match="no index"):
+        encoder.search("a dog")
+    encoder.build_index(SENTENCES)
+    hits = encoder.search(SENTENCES[3], top_k=3)[0]
+    # a random tiny BERT is very anisotropic (cosines near 1), so compare with its own similarity row
+    row = encoder.similarity(SENTENCES[3], SENTENCES)[0]
+    np.testing.assert_allclose([h.score for h in hits], np.sort(row)[::-1][:3], atol=1e-5)
+    assert SENTENCES[3] in [h.text for h in hits]

@@ -71,3 +71,13 @@ def test_encoder_similarity_and_search(tiny_model_dir):
     row = encoder.similarity(SENTENCES[3], SENTENCES)[0]
     np.testing.assert_allclose([h.score for h in hits], np.sort(row)[::-1][:3], atol=1e-5)
     assert SENTENCES[3] in [h.text for h in hits]
+
+
+def test_index_records_the_model_it_was_built_with(tiny_model_dir):
+    from sentcl.model import ModelConfig
+
+    encoder = SentenceEncoder.from_config(ModelConfig(str(tiny_model_dir), pooler="avg"))
+    assert encoder.build_index(SENTENCES).model == str(tiny_model_dir)
+    assert SentenceEncoder.load(str(tiny_model_dir)).build_index(SENTENCES).model == str(
+        tiny_model_dir.resolve()
+    )

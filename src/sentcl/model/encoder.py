@@ -104,7 +104,9 @@ class SentenceEncoder(nn.Module):
                 train_only=config.mlp_only_train,
                 init_std=getattr(backbone.config, "initializer_range", 0.02),
             )
-        return cls(backbone, tokenizer, config.pooler, head, max_length=_saved_max_length(resolved))
+        encoder = cls(backbone, tokenizer, config.pooler, head, max_length=_saved_max_length(resolved))
+        encoder.source = config.name_or_path
+        return encoder
 
     @classmethod
     def load(cls, name_or_path: str, pooler: str | None = None) -> SentenceEncoder:

@@ -17,6 +17,7 @@ from sentcl.analysis.report import analyse, markdown_table, read_trajectory, wri
 from sentcl.atomic_write import atomic_file
 from sentcl.config import ConfigError
 from sentcl.data import DataError, read_sentences
+from sentcl.embedder import CachedEmbedder
 from sentcl.evaluation import DataDirError, STSDataError, TaskSpecError, resolve_data_dir
 from sentcl.evaluation.suite import EvaluationSuite
 from sentcl.evaluation.transfer import TransferDataError
@@ -113,9 +114,8 @@ def _add_fit_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fit-max", type=int, default=10_000, help="at most this many fitting sentences")
 
 
-def _fit(name: str, embedder, args: argparse.Namespace, data_dir: Path):
-    sentences = fit_corpus(args.fit_on, data_dir, args.fit_max)
-    logging.getLogger("sentcl").info("fitting %s on %d sentences (%s)", name, len(sentences), args.fit_on)
+def _fit(name: str, embedder, sentences: list[str]):
+    logging.getLogger("sentcl").info("fitting %s on %d sentences", name, len(sentences))
     return fit_postprocessor(POSTPROCESSORS[name](), embedder, sentences)
 
 
@@ -153,7 +153,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         if Path(args.postprocess).is_dir():
             processor = load_postprocessor(args.postprocess)
         elif args.postprocess in POSTPROCESSORS:
-            processor = _fit(args.postprocess, embedder, args, data_dir)
+            processor = _fit(args.postprocess, embedder, fit_corpus(args.fit_on, data_dir, args.fit_max))
             if args.save_postprocess:
                 processor.save(args.save_postprocess, fitted_on=f"{args.model}: {args.fit_on}")
         else:
@@ -216,14 +216,16 @@ def run_search(args: argparse.Namespace) -> int:
 def run_analyze(args: argparse.Namespace) -> int:
     data_dir = resolve_data_dir(args.data_dir)
     analyses = []
+    fit_sentences = fit_corpus(args.fit_on, data_dir, args.fit_max) if args.postprocess else []
     for name in args.models:
-        encoder = SentenceEncoder.load(name, pooler=args.pooler)
+        # one cache per model: the probe and the fitting corpus are encoded once for every variant
+        encoder = CachedEmbedder(SentenceEncoder.load(name, pooler=args.pooler))
         label = Path(name).name or name
         analysis = analyse(label, encoder, data_dir, args.split)
         analysis.trajectory = read_trajectory(name)
         analyses.append(analysis)
         for pp in args.postprocess:
-            processor = _fit(pp, encoder, args, data_dir)
+            processor = _fit(pp, encoder, fit_sentences)
             processor.save(
                 Path(args.out) / "postprocess" / f"{label}-{pp}", fitted_on=f"{name}: {args.fit_on}"
             )

@@ -26,7 +26,7 @@ import torch
 from safetensors.torch import load_model, save_model
 from torch import nn
 
-from sentcl.atomic_write import atomic_folder
+from sentcl.atomic_write import atomic_folder, recover_folder
 
 MANIFEST = "manifest.json"
 FILES = ("model.safetensors", "optimizer.pt", "rng.pt", "state.json")
@@ -99,6 +99,7 @@ def save_checkpoint(
 def verify_checkpoint(folder: str | Path) -> dict:
     """Check every file against the manifest; return the manifest or raise CheckpointError."""
     folder = Path(folder)
+    recover_folder(folder)
     if not folder.is_dir():
         raise CheckpointError(f"{folder}: no checkpoint to resume from")
     manifest_path = folder / MANIFEST

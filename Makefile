@@ -12,6 +12,10 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
+# Debian's Chromium for the web-page test (Playwright drives it; it never downloads a browser).
+CHROMIUM := /usr/bin/chromium
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
 .PHONY: demo test lint unit setup clean
 
 setup: $(STAMP)
@@ -31,10 +35,14 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/lint-imports
 
+$(CHROMIUM):
+	$(SUDO) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium
+
 unit: $(STAMP)
 	$(BIN)/pytest -m "not integration"
 
-test: lint
+test: lint $(CHROMIUM)
 	$(BIN)/pytest
 
 clean:

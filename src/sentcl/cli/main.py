@@ -96,6 +96,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threshold", type=float, help="only hits with cosine ≥ this")
     p.add_argument("--model", help="default: the model recorded in the index")
 
+    p = commands.add_parser(
+        "serve", help="HTTP API (OpenAI-compatible embeddings, similarity, search) + page"
+    )
+    p.add_argument("model")
+    p.add_argument("--index", help="folder written by sentcl index: enables /search and the page")
+    p.add_argument("--pooler", choices=list(POOLERS))
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--max-inputs", type=int, default=256, help="texts per request")
+    p.add_argument("--max-chars", type=int, default=8192, help="characters per text")
+    p.add_argument("--batch-size", type=int, default=64)
+
     p = commands.add_parser("analyze", help="geometry report (alignment/uniformity, spectrum, figures)")
     p.add_argument("models", nargs="+", help="model folders, sentcl run folders or hub ids")
     p.add_argument("--pooler", choices=list(POOLERS))
@@ -213,6 +225,45 @@ def run_search(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_serve(args: argparse.Namespace) -> int:
+    from sentcl.serving.server import ServerLimits, create_app, serve, token_counter
+
+    for flag in ("max_inputs", "max_chars", "batch_size"):
+        if getattr(args, flag) < 1:
+            raise ConfigError(f"--{flag.replace('_', '-')} must be at least 1")
+    index = SentenceIndex.load(args.index) if args.index else None
+    encoder = SentenceEncoder.load(args.model, pooler=args.pooler, safetensors_only=True)
+    if index is not None and index.model and index.model != encoder.source:
+        logging.getLogger("sentcl.serve").warning(
+            "%s was built with %s, not %s: its scores may mean little",
+            args.index,
+            index.model,
+            encoder.source,
+        )
+    if index is not None and index.index.d != encoder.dimension:
+        raise ConfigError(
+            f"{args.index}: {index.index.d}-dim vectors, but the model gives {encoder.dimension}"
+        )
+    app = create_app(
+        _BatchedEncoder(encoder, args.batch_size),
+        model_name=args.model,
+        dimension=encoder.dimension,
+        index=index,
+        limits=ServerLimits(max_inputs=args.max_inputs, max_chars=args.max_chars),
+        count_tokens=token_counter(encoder.tokenizer, encoder.max_length),
+    )
+    serve(app, host=args.host, port=args.port)
+    return 0
+
+
+class _BatchedEncoder:
+    def __init__(self, encoder: SentenceEncoder, batch_size: int):
+        self.encoder, self.batch_size = encoder, batch_size
+
+    def encode(self, sentences):
+        return self.encoder.encode(sentences, batch_size=self.batch_size, show_progress=False)
+
+
 def run_analyze(args: argparse.Namespace) -> int:
     data_dir = resolve_data_dir(args.data_dir)
     analyses = []
@@ -248,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger(noisy).setLevel(logging.ERROR)
     try:
         commands = {"train": run_train, "evaluate": run_evaluate, "analyze": run_analyze}
-        commands |= {"encode": run_encode, "index": run_index, "search": run_search}
+        commands |= {"encode": run_encode, "index": run_index, "search": run_search, "serve": run_serve}
         return commands[args.command](args)
     except USER_ERRORS as exc:
         print(f"sentcl {args.command}: error: {exc}", file=sys.stderr)

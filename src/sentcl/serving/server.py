@@ -1,0 +1,220 @@
+"""HTTP API over one sentence encoder (and optionally one faiss index), plus the search page at ``/``.
+
+Endpoints:
+
+- ``POST /v1/embeddings``: OpenAI-compatible (``input`` is a string or a list of strings;
+  ``encoding_format`` ``float`` or ``base64``; unit-length vectors, as OpenAI's are);
+- ``POST /similarity``: cosine similarity of every text of ``a`` with every text of ``b``;
+- ``POST /search``: nearest sentences of the index for one or several queries;
+- ``GET /health``: model, dimension, index size, limits.
+
+Every bad request gets a 4xx with one message in OpenAI's error shape
+(``{"error": {"message", "type", "param"}}``), never a 500. The model is shared by the worker
+threads behind one lock: two cores gain nothing from running two forward passes at once.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from importlib import resources
+from typing import Annotated, Literal
+
+import numpy as np
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from sentcl.embedder import Embedder
+from sentcl.serving.index import SentenceIndex
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    max_inputs: int = 256  # texts per request (a, b and queries each)
+    max_chars: int = 8192  # characters per text
+    max_top_k: int = 100
+    max_body_bytes: int = 4 * 1024 * 1024
+
+
+class APIError(Exception):
+    def __init__(self, status: int, message: str, param: str | None = None):
+        super().__init__(message)
+        self.status, self.message, self.param = status, message, param
+
+
+def _error(status: int, message: str, param: str | None = None) -> JSONResponse:
+    kind = "invalid_request_error" if status < 500 else "server_error"
+    return JSONResponse({"error": {"message": message, "type": kind, "param": param}}, status_code=status)
+
+
+Texts = str | list[str]
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class EmbeddingsRequest(_Request):
+    model_config = ConfigDict(extra="ignore")  # OpenAI clients send fields we do not use (user, ...)
+    input: Texts | list[int] | list[list[int]]
+    model: str | None = None
+    encoding_format: Literal["float", "base64"] = "float"
+    dimensions: int | None = None
+
+
+class SimilarityRequest(_Request):
+    a: Texts
+    b: Texts
+
+
+class SearchRequest(_Request):
+    query: Texts
+    top_k: Annotated[int, Field(ge=1)] = 5
+    threshold: Annotated[float, Field(ge=-1.0, le=1.0)] | None = None
+
+
+def create_app(
+    embedder: Embedder,
+    *,
+    model_name: str,
+    dimension: int,
+    index: SentenceIndex | None = None,
+    limits: ServerLimits = ServerLimits(),
+    count_tokens: Callable[[list[str]], int] | None = None,
+) -> FastAPI:
+    """The ASGI app; ``embedder.encode(texts)`` gives the raw vectors (normalised here)."""
+    app = FastAPI(title="sentcl", summary=f"sentence embeddings from {model_name}", version="1")
+    lock = threading.Lock()
+
+    def embed(texts: list[str]) -> np.ndarray:
+        with lock:
+            vectors = np.asarray(embedder.encode(texts), dtype=np.float32)
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        return vectors / np.maximum(norms, 1e-12)
+
+    def texts_of(value: Texts, param: str) -> list[str]:
+        texts = [value] if isinstance(value, str) else list(value)
+        if not texts:
+            raise APIError(400, f"'{param}' is empty: give at least one text", param)
+        if len(texts) > limits.max_inputs:
+            raise APIError(
+                400, f"'{param}' has {len(texts)} texts; at most {limits.max_inputs} per request", param
+            )
+        for i, text in enumerate(texts):
+            where = param if isinstance(value, str) else f"{param}[{i}]"
+            if not text.strip():
+                raise APIError(400, f"'{where}' is an empty string", param)
+            if len(text) > limits.max_chars:
+                raise APIError(
+                    400, f"'{where}' has {len(text)} characters; at most {limits.max_chars}", param
+                )
+        return texts
+
+    @app.middleware("http")
+    async def limit_body(request: Request, call_next):
+        length = request.headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > limits.max_body_bytes):
+            return _error(413, f"request body over {limits.max_body_bytes} bytes")
+        return await call_next(request)
+
+    @app.exception_handler(APIError)
+    async def api_error(request: Request, exc: APIError):
+        return _error(exc.status, exc.message, exc.param)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError):
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "body"
+        return _error(422, f"{where}: {first.get('msg', 'invalid')}", where)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException):
+        return _error(exc.status_code, str(exc.detail))
+
+    @app.get("/health")
+    def health() -> dict:
+        return {
+            "status": "ok",
+            "model": model_name,
+            "dimension": dimension,
+            "index_size": None if index is None else len(index),
+            "limits": asdict(limits),
+        }
+
+    @app.post("/v1/embeddings")
+    def embeddings(body: EmbeddingsRequest) -> dict:
+        if isinstance(body.input, list) and body.input and not isinstance(body.input[0], str):
+            raise APIError(400, "token-id input is not supported: send text", "input")
+        if not isinstance(body.input, str) and any(not isinstance(x, str) for x in body.input):
+            raise APIError(400, "'input' mixes texts and token ids", "input")
+        if body.dimensions is not None and body.dimensions != dimension:
+            raise APIError(
+                400, f"this model gives {dimension} dimensions, not {body.dimensions}", "dimensions"
+            )
+        texts = texts_of(body.input, "input")
+        vectors = embed(texts)
+        tokens = count_tokens(texts) if count_tokens else 0
+        data = [
+            {"object": "embedding", "index": i, "embedding": _format(v, body.encoding_format)}
+            for i, v in enumerate(vectors)
+        ]
+        return {
+            "object": "list",
+            "data": data,
+            "model": model_name,
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
+
+    @app.post("/similarity")
+    def similarity(body: SimilarityRequest) -> dict:
+        a, b = texts_of(body.a, "a"), texts_of(body.b, "b")
+        vectors = embed(a + b)
+        return {"scores": (vectors[: len(a)] @ vectors[len(a) :].T).tolist()}
+
+    @app.post("/search")
+    def search(body: SearchRequest) -> dict:
+        if index is None:
+            raise APIError(409, "no index is loaded: start the server with --index DIR", "query")
+        if body.top_k > limits.max_top_k:
+            raise APIError(400, f"top_k is {body.top_k}; at most {limits.max_top_k}", "top_k")
+        queries = texts_of(body.query, "query")
+        hits = index.search(embed(queries), top_k=body.top_k, threshold=body.threshold)
+        return {"results": [[{"text": h.text, "score": h.score, "id": h.id} for h in row] for row in hits]}
+
+    page = resources.files("sentcl.serving").joinpath("static/index.html").read_text(encoding="utf-8")
+
+    @app.get("/", response_class=HTMLResponse)
+    def home() -> str:
+        return page
+
+    return app
+
+
+def _format(vector: np.ndarray, encoding: str) -> list[float] | str:
+    if encoding == "base64":  # OpenAI's: little-endian float32 bytes
+        return base64.b64encode(vector.astype("<f4").tobytes()).decode("ascii")
+    return vector.tolist()
+
+
+def token_counter(tokenizer, max_length: int | None) -> Callable[[Sequence[str]], int]:
+    """Tokens the model actually reads (special tokens included, truncated at ``max_length``)."""
+
+    def count(texts: Sequence[str]) -> int:
+        ids = tokenizer(list(texts), truncation=max_length is not None, max_length=max_length)["input_ids"]
+        return sum(len(x) for x in ids)
+
+    return count
+
+
+def serve(app: FastAPI, host: str = "127.0.0.1", port: int = 8000) -> None:
+    import uvicorn
+
+    uvicorn.run(app, host=host, port=port, log_level="info")

@@ -1,0 +1,177 @@
+import base64
+import json
+import threading
+import time
+
+import httpx
+import numpy as np
+import pytest
+import torch
+
+from sentcl.model import ModelLoadError, SentenceEncoder
+from tests.conftest import SENTENCES
+from tests.serving.conftest import start_server
+
+
+def unit(x):
+    x = np.asarray(x, dtype=np.float32)
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
+def test_health(served):
+    body = httpx.get(f"{served.url}/health").json()
+    assert body["status"] == "ok"
+    assert body["dimension"] == served.encoder.dimension
+    assert body["index_size"] == len(SENTENCES)
+    assert body["limits"]["max_inputs"] == 8
+
+
+def test_openai_embeddings_match_the_encoder(served):
+    texts = SENTENCES[:3]
+    body = httpx.post(f"{served.url}/v1/embeddings", json={"input": texts, "model": "x"}).json()
+    assert body["object"] == "list" and [d["index"] for d in body["data"]] == [0, 1, 2]
+    got = np.array([d["embedding"] for d in body["data"]])
+    np.testing.assert_allclose(got, unit(served.encoder.encode(texts)), atol=1e-5)
+    tokens = sum(len(served.encoder.tokenizer(t)["input_ids"]) for t in texts)
+    assert body["usage"] == {"prompt_tokens": tokens, "total_tokens": tokens}
+    single = httpx.post(f"{served.url}/v1/embeddings", json={"input": texts[0]}).json()
+    np.testing.assert_allclose(single["data"][0]["embedding"], got[0], atol=1e-6)
+
+
+def test_base64_encoding_is_openais(served):
+    texts = SENTENCES[:2]
+    floats = httpx.post(f"{served.url}/v1/embeddings", json={"input": texts}).json()
+    packed = httpx.post(
+        f"{served.url}/v1/embeddings", json={"input": texts, "encoding_format": "base64"}
+    ).json()
+    for f, p in zip(floats["data"], packed["data"], strict=True):
+        decoded = np.frombuffer(base64.b64decode(p["embedding"]), dtype="<f4")
+        np.testing.assert_array_equal(decoded, np.asarray(f["embedding"], dtype=np.float32))
+
+
+def test_similarity_matches_the_encoder(served):
+    a, b = SENTENCES[:2], SENTENCES[2:5]
+    body = httpx.post(f"{served.url}/similarity", json={"a": a, "b": b}).json()
+    np.testing.assert_allclose(body["scores"], served.encoder.similarity(a, b), atol=1e-5)
+
+
+def test_search_matches_the_index(served):
+    served.encoder.index = None
+    from sentcl.serving import SentenceIndex
+
+    served.encoder.index = SentenceIndex.load(served.index_dir)
+    query = "a dog runs in the park"
+    body = httpx.post(f"{served.url}/search", json={"query": query, "top_k": 4}).json()
+    expected = served.encoder.search(query, top_k=4)[0]
+    assert [h["id"] for h in body["results"][0]] == [h.id for h in expected]
+    np.testing.assert_allclose(
+        [h["score"] for h in body["results"][0]], [h.score for h in expected], atol=1e-5
+    )
+    assert body["results"][0][0]["text"] == SENTENCES[expected[0].id]
+    cut = httpx.post(f"{served.url}/search", json={"query": [query, query], "top_k": 12, "threshold": 0.99})
+    assert all(h["score"] >= 0.99 for row in cut.json()["results"] for h in row)
+
+
+BAD = [
+    ("/v1/embeddings", {"input": []}, 400, "empty"),
+    ("/v1/embeddings", {"input": ["x"] * 9}, 400, "at most 8"),
+    ("/v1/embeddings", {"input": "x" * 201}, 400, "at most 200"),
+    ("/v1/embeddings", {"input": ["ok", "  "]}, 400, "input[1]"),
+    ("/v1/embeddings", {"input": [101, 2023]}, 400, "token-id"),
+    ("/v1/embeddings", {"input": 5}, 422, "input"),
+    ("/v1/embeddings", {}, 422, "input"),
+    ("/v1/embeddings", {"input": "x", "encoding_format": "int8"}, 422, "encoding_format"),
+    ("/v1/embeddings", {"input": "x", "dimensions": 7}, 400, "dimensions"),
+    ("/similarity", {"a": "x"}, 422, "b"),
+    ("/similarity", {"a": "x", "b": "y", "c": 1}, 422, "c"),
+    ("/search", {"query": "x", "top_k": 0}, 422, "top_k"),
+    ("/search", {"query": "x", "top_k": 101}, 400, "top_k"),
+    ("/search", {"query": "x", "threshold": 2}, 422, "threshold"),
+    ("/search", {"query": ""}, 400, "empty string"),
+]
+
+
+@pytest.mark.parametrize(("path", "payload", "status", "words"), BAD)
+def test_bad_requests_get_one_clear_4xx(served, path, payload, status, words):
+    response = httpx.post(f"{served.url}{path}", json=payload)
+    assert response.status_code == status, response.text
+    assert words in response.json()["error"]["message"]
+
+
+def test_malformed_bodies_and_routes(served):
+    broken = httpx.post(
+        f"{served.url}/search", content=b"{not json", headers={"content-type": "application/json"}
+    )
+    assert broken.status_code == 422 and "error" in broken.json()
+    assert httpx.post(f"{served.url}/search", content=b"x" * (4 * 1024 * 1024 + 1)).status_code == 413
+    assert httpx.get(f"{served.url}/search").status_code == 405
+    assert httpx.get(f"{served.url}/nothing").status_code == 404
+    assert httpx.get(f"{served.url}/health").status_code == 200  # still alive
+
+
+def test_page_is_served(served):
+    page = httpx.get(f"{served.url}/")
+    assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+    assert 'id="query"' in page.text and 'fetch("search"' in page.text
+
+
+def test_load_8_clients_50_requests_each_no_errors(served):
+    errors, latencies, lock = [], [], threading.Lock()
+    payloads = [
+        ("/v1/embeddings", {"input": SENTENCES[:4]}),
+        ("/similarity", {"a": SENTENCES[0], "b": SENTENCES[1:3]}),
+        ("/search", {"query": SENTENCES[5], "top_k": 3}),
+    ]
+
+    def client(worker: int):
+        with httpx.Client(base_url=served.url, timeout=60) as http:
+            for i in range(50):
+                path, payload = payloads[(worker + i) % len(payloads)]
+                start = time.perf_counter()
+                try:
+                    response = http.post(path, json=payload)
+                    ok = response.status_code == 200 and "error" not in response.json()
+                except httpx.HTTPError as exc:
+                    ok, response = False, exc
+                with lock:
+                    latencies.append(time.perf_counter() - start)
+                    if not ok:
+                        errors.append(str(response))
+
+    threads = [threading.Thread(target=client, args=(w,)) for w in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(latencies) == 400
+
+
+def test_server_without_index_refuses_search_with_409(tiny_model_dir, tmp_path):
+    process, url = start_server([str(tiny_model_dir)], tmp_path / "log")
+    try:
+        response = httpx.post(f"{url}/search", json={"query": "x"})
+        assert response.status_code == 409 and "--index" in response.json()["error"]["message"]
+        assert httpx.get(f"{url}/health").json()["index_size"] is None
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def test_pickled_weights_are_refused_when_serving(tiny_model_dir, tmp_path):
+    from transformers import AutoModel, AutoTokenizer
+
+    pickled = tmp_path / "pickled"
+    model = AutoModel.from_pretrained(str(tiny_model_dir))
+    model.save_pretrained(str(pickled))
+    AutoTokenizer.from_pretrained(str(tiny_model_dir)).save_pretrained(str(pickled))
+    (pickled / "model.safetensors").unlink()  # the same weights, as an old pickled checkpoint
+    torch.save(model.state_dict(), pickled / "pytorch_model.bin")
+    assert (pickled / "pytorch_model.bin").is_file() and not (pickled / "model.safetensors").exists()
+    with pytest.raises(ModelLoadError, match="only safetensors"):
+        SentenceEncoder.load(str(pickled), safetensors_only=True)
+    assert SentenceEncoder.load(str(pickled)).dimension == 32  # a user's own script may still choose to
+
+
+def test_health_json_is_stable(served):
+    assert json.loads(httpx.get(f"{served.url}/health").text).keys() >= {"model", "dimension", "index_size"}

@@ -252,7 +252,7 @@ def run_serve(args: argparse.Namespace) -> int:
         limits=ServerLimits(max_inputs=args.max_inputs, max_chars=args.max_chars),
         count_tokens=token_counter(encoder.tokenizer, encoder.max_length),
     )
-    serve(app, host=args.host, port=args.port)
+    serve(app, host=args.host, port=args.port, quiet=args.quiet)
     return 0
 
 

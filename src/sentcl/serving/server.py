@@ -214,7 +214,7 @@ def token_counter(tokenizer, max_length: int | None) -> Callable[[Sequence[str]]
     return count
 
 
-def serve(app: FastAPI, host: str = "127.0.0.1", port: int = 8000) -> None:
+def serve(app: FastAPI, host: str = "127.0.0.1", port: int = 8000, quiet: bool = False) -> None:
     import uvicorn
 
-    uvicorn.run(app, host=host, port=port, log_level="info")
+    uvicorn.run(app, host=host, port=port, log_level="warning" if quiet else "info", access_log=not quiet)

@@ -175,3 +175,14 @@ def test_pickled_weights_are_refused_when_serving(tiny_model_dir, tmp_path):
 
 def test_health_json_is_stable(served):
     assert json.loads(httpx.get(f"{served.url}/health").text).keys() >= {"model", "dimension", "index_size"}
+
+
+def test_the_openai_client_reads_our_embeddings(served):
+    from openai import OpenAI
+
+    client = OpenAI(base_url=f"{served.url}/v1", api_key="unused", max_retries=0)
+    texts = SENTENCES[:3]
+    answer = client.embeddings.create(model="sentcl", input=texts)  # the client asks for base64
+    got = np.array([d.embedding for d in answer.data])
+    np.testing.assert_allclose(got, unit(served.encoder.encode(texts)), atol=1e-5)
+    assert answer.usage.prompt_tokens > 0

@@ -30,7 +30,7 @@ def make_tiny_model(folder: Path, layers: int = 2, hidden: int = 32, seed: int =
     folder.mkdir(parents=True, exist_ok=True)
     vocab = build_vocab()
     (folder / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
-    tokenizer = BertTokenizerFast(vocab_file=str(folder / "vocab.txt"), do_lower_case=True)
+    tokenizer = BertTokenizerFast(vocab={token: i for i, token in enumerate(vocab)}, do_lower_case=True)
     tokenizer.model_max_length = 64
     config = BertConfig(
         vocab_size=len(vocab),

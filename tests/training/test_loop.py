@@ -90,7 +90,7 @@ def test_non_finite_loss_stops_with_step_and_source_lines(
     tmp_path, tiny_model_dir, wiki_file, stsb_data_dir, monkeypatch
 ):
     class Exploding(InfoNCE):
-        def forward(self, encoded):
+        def forward(self, encoded, batch=None):
             return ObjectiveOutput(loss=encoded.embeddings.sum() * float("nan"))
 
     monkeypatch.setitem(REGISTRY, "simcse", (Exploding, REGISTRY["simcse"][1]))

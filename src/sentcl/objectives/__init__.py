@@ -1,11 +1,41 @@
 """Objectives: one file per method; ``REGISTRY`` maps a recipe's ``objective.name`` to
-(objective class, its config dataclass)."""
+(objective class, its config dataclass); ``build_objective`` makes one for an encoder and adds the
+auxiliary MLM loss when the recipe asks for it (``objective.mlm_weight > 0``)."""
 
-from sentcl.objectives.base import ObjectiveOutput
+from sentcl.objectives.align_uniform import AlignUniform, AlignUniformConfig
+from sentcl.objectives.base import Objective, ObjectiveConfig, ObjectiveOutput
 from sentcl.objectives.info_nce import InfoNCE, InfoNCEConfig, info_nce_loss
+from sentcl.objectives.moco import MoCo, MoCoConfig
+from sentcl.objectives.nt_xent import NTXent, NTXentConfig
 
 REGISTRY: dict[str, tuple[type, type]] = {
     "simcse": (InfoNCE, InfoNCEConfig),
+    "nt_xent": (NTXent, NTXentConfig),
+    "moco": (MoCo, MoCoConfig),
+    "align_uniform": (AlignUniform, AlignUniformConfig),
 }
 
-__all__ = ["REGISTRY", "InfoNCE", "InfoNCEConfig", "ObjectiveOutput", "info_nce_loss"]
+
+def build_objective(name: str, config: ObjectiveConfig, encoder) -> Objective:
+    objective_class, _ = REGISTRY[name]
+    objective = objective_class(config, encoder)
+    if config.mlm_weight > 0:
+        from sentcl.objectives.mlm import WithMLM
+
+        objective = WithMLM(objective, encoder, config.mlm_weight, config.mlm_probability)
+    return objective
+
+
+__all__ = [
+    "REGISTRY",
+    "AlignUniform",
+    "InfoNCE",
+    "InfoNCEConfig",
+    "MoCo",
+    "NTXent",
+    "Objective",
+    "ObjectiveConfig",
+    "ObjectiveOutput",
+    "build_objective",
+    "info_nce_loss",
+]

@@ -1,8 +1,11 @@
-"""What every objective returns, and the shape contract objectives follow.
+"""What every objective returns, and the contract objectives follow.
 
 An objective is an ``nn.Module`` whose ``forward`` takes the encoder's output (embeddings [B, V, D])
-and returns an ``ObjectiveOutput``. Extra networks (momentum or frozen copies) come in through the
-constructor, never by reaching into the model.
+and the batch (token ids [B, V, L], for objectives that run extra passes: a momentum encoder, a frozen
+copy, a masked-LM pass) and returns an ``ObjectiveOutput``. Extra networks (momentum or frozen copies,
+an MLM head) are built in the constructor from the encoder it is given, never by reaching into the
+model during a step. Objectives that run their own passes on the ids cannot be split by GradCache and
+say so with ``supports_gradcache = False``.
 """
 
 from __future__ import annotations
@@ -10,6 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
+from torch import nn
+
+from sentcl.config import ConfigError
 
 
 @dataclass
@@ -17,3 +23,32 @@ class ObjectiveOutput:
     loss: torch.Tensor  # scalar, what the optimiser minimises
     #: named parts of the loss, logged separately (detached copies are fine)
     terms: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+@dataclass
+class ObjectiveConfig:
+    """Keys every objective accepts: SimCSE's auxiliary masked-LM loss (``do_mlm``) can be added to any."""
+
+    #: λ of the auxiliary MLM loss (SimCSE: 0.1 when do_mlm); 0 switches it off.
+    mlm_weight: float = 0.0
+    #: share of tokens selected for masking (80 % [MASK], 10 % random, 10 % kept).
+    mlm_probability: float = 0.15
+
+    def validate(self) -> None:
+        if self.mlm_weight < 0:
+            raise ConfigError(f"mlm_weight: must be ≥ 0, got {self.mlm_weight}")
+        if not 0 < self.mlm_probability < 1:
+            raise ConfigError(f"mlm_probability: must be in (0, 1), got {self.mlm_probability}")
+
+
+class Objective(nn.Module):
+    #: False when the objective runs passes of its own on the token ids (GradCache cannot chunk them).
+    supports_gradcache: bool = True
+
+    def forward(self, encoded, batch=None) -> ObjectiveOutput:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+def keep_reference(module: nn.Module, name: str, other: nn.Module) -> None:
+    """Hold ``other`` without registering it: its parameters stay the encoder's, not counted twice."""
+    module.__dict__[name] = other

@@ -17,21 +17,21 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from sentcl.config import ConfigError
 from sentcl.model import EncodedBatch
-from sentcl.objectives.base import ObjectiveOutput
+from sentcl.objectives.base import Objective, ObjectiveConfig, ObjectiveOutput
 from sentcl.objectives.similarity import cosine_matrix, gather_with_grad
 
 
 @dataclass
-class InfoNCEConfig:
+class InfoNCEConfig(ObjectiveConfig):
     temperature: float = 0.05
     #: α: weight of each anchor's own hard negative in the denominator (V=3 only); 1 = unweighted.
     hard_negative_weight: float = 1.0
 
     def validate(self) -> None:
+        super().validate()
         if not self.temperature > 0:
             raise ConfigError(f"temperature: must be positive, got {self.temperature}")
         if not self.hard_negative_weight > 0:
@@ -58,14 +58,14 @@ def info_nce_loss(
     return F.cross_entropy(logits, offset + rows)
 
 
-class InfoNCE(nn.Module):
+class InfoNCE(Objective):
     """SimCSE's loss on encoded views: view 0 anchors, view 1 positives, view 2 hard negatives."""
 
-    def __init__(self, config: InfoNCEConfig | None = None):
+    def __init__(self, config: InfoNCEConfig | None = None, encoder=None):
         super().__init__()
         self.config = config or InfoNCEConfig()
 
-    def forward(self, encoded: EncodedBatch) -> ObjectiveOutput:
+    def forward(self, encoded: EncodedBatch, batch=None) -> ObjectiveOutput:
         embeddings = encoded.embeddings  # [B, V, D]
         views = embeddings.shape[1]
         if views not in (2, 3):

@@ -41,7 +41,7 @@ def forward_backward(
     """Loss of ``batch`` with gradients accumulated into the parameters (backward already done)."""
     size = batch.input_ids.shape[0]
     if chunk_size <= 0 or chunk_size >= size:
-        output = objective(encoder(batch.input_ids, batch.attention_mask))
+        output = objective(encoder(batch.input_ids, batch.attention_mask), batch)
         if torch.isfinite(output.loss):
             output.loss.backward()
         return output

@@ -32,7 +32,7 @@ from sentcl.data import ContrastiveDataset, read_records
 from sentcl.embedder import CachedEmbedder
 from sentcl.evaluation import STSEvaluator, resolve_data_dir
 from sentcl.model import SentenceEncoder
-from sentcl.objectives import REGISTRY
+from sentcl.objectives import build_objective
 from sentcl.training import distributed
 from sentcl.training.checkpoint import LoopState, load_checkpoint, save_checkpoint
 from sentcl.training.gradcache import forward_backward
@@ -105,8 +105,12 @@ def train(config: TrainConfig) -> TrainResult:
                 logger.warning("geometry is not logged: %s", exc)
     encoder = SentenceEncoder.from_config(config.model).to(device)
     dataset = ContrastiveDataset(records, encoder.tokenizer, config.data.max_length, config.data.n_views)
-    objective_class, _ = REGISTRY[config.objective_name]
-    objective = objective_class(config.objective).to(device)
+    objective = build_objective(config.objective_name, config.objective, encoder).to(device)
+    if loop.gradcache_chunk > 0 and not objective.supports_gradcache:
+        raise ConfigError(
+            f"training.gradcache_chunk: objective {config.objective_name!r} runs its own passes on the "
+            f"token ids (momentum/frozen encoder or MLM), which GradCache cannot chunk; set it to 0"
+        )
     torch.manual_seed(
         loop.seed + context.rank
     )  # same initial weights everywhere, other dropout masks per rank

@@ -6,7 +6,7 @@ import pytest
 
 from sentcl.training import load_recipe
 
-CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
+CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").rglob("*.yaml"))
 
 
 def test_there_are_recipes():

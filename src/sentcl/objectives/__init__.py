@@ -4,15 +4,19 @@ auxiliary MLM loss when the recipe asks for it (``objective.mlm_weight > 0``).""
 
 from sentcl.objectives.align_uniform import AlignUniform, AlignUniformConfig
 from sentcl.objectives.base import Objective, ObjectiveConfig, ObjectiveOutput
+from sentcl.objectives.dclr import DCLR, DCLRConfig
 from sentcl.objectives.info_nce import InfoNCE, InfoNCEConfig, info_nce_loss
 from sentcl.objectives.moco import MoCo, MoCoConfig
 from sentcl.objectives.nt_xent import NTXent, NTXentConfig
+from sentcl.objectives.vascl import VaSCL, VaSCLConfig
 
 REGISTRY: dict[str, tuple[type, type]] = {
     "simcse": (InfoNCE, InfoNCEConfig),
     "nt_xent": (NTXent, NTXentConfig),
     "moco": (MoCo, MoCoConfig),
     "align_uniform": (AlignUniform, AlignUniformConfig),
+    "dclr": (DCLR, DCLRConfig),
+    "vascl": (VaSCL, VaSCLConfig),
 }
 
 
@@ -27,6 +31,7 @@ def build_objective(name: str, config: ObjectiveConfig, encoder) -> Objective:
 
 
 __all__ = [
+    "DCLR",
     "REGISTRY",
     "AlignUniform",
     "InfoNCE",
@@ -36,6 +41,7 @@ __all__ = [
     "Objective",
     "ObjectiveConfig",
     "ObjectiveOutput",
+    "VaSCL",
     "build_objective",
     "info_nce_loss",
 ]

@@ -1,0 +1,95 @@
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from sentcl.model import EncodedBatch
+from sentcl.objectives import InfoNCE
+from sentcl.objectives.dclr import DCLR, DCLRConfig, dclr_loss, refine_noise
+from tests.conftest import SENTENCES
+from tests.objectives.helpers import batch_of, tiny_encoder
+
+
+@pytest.fixture
+def encoder(tiny_model_dir):
+    torch.manual_seed(0)
+    return tiny_encoder(tiny_model_dir, "avg")
+
+
+def test_equals_a_naive_reference():
+    torch.manual_seed(0)
+    anchors, positives, noise = (
+        torch.randn(5, 6, dtype=torch.float64),
+        torch.randn(5, 6, dtype=torch.float64),
+        torch.randn(3, 6, dtype=torch.float64),
+    )
+    weights = torch.ones(5, 5, dtype=torch.float64)
+    weights[0, 2] = weights[3, 1] = 0
+
+    def cos(u, v):
+        return float(u @ v / (u.norm() * v.norm()))
+
+    total = 0.0
+    for i in range(5):
+        denominator = sum(weights[i, j] * math.exp(cos(anchors[i], positives[j]) / 0.05) for j in range(5))
+        denominator += sum(math.exp(cos(anchors[i], n) / 0.05) for n in noise)
+        total += -cos(anchors[i], positives[i]) / 0.05 + math.log(denominator)
+    assert dclr_loss(anchors, positives, weights, noise, 0.05).item() == pytest.approx(total / 5, abs=1e-9)
+
+
+def test_reduces_to_simcse_without_weights_or_noise(encoder):
+    dclr = DCLR(DCLRConfig(phi=1.0, noise_times=0), encoder)
+    batch = batch_of(encoder, SENTENCES[:6])  # distinct sentences: no complementary cosine reaches 1
+    torch.manual_seed(1)
+    z = torch.randn(6, 2, encoder.dimension)
+    assert dclr(EncodedBatch(z), batch).loss.item() == pytest.approx(
+        InfoNCE()(EncodedBatch(z)).loss.item(), abs=1e-5
+    )
+
+
+def test_a_duplicate_sentence_is_not_a_negative(encoder):
+    dclr = DCLR(DCLRConfig(phi=0.999, noise_times=0), encoder)
+    sentences = [SENTENCES[0], SENTENCES[1], SENTENCES[0], SENTENCES[2]]
+    batch = batch_of(encoder, sentences)
+    z = torch.randn(4, 2, encoder.dimension)
+    out = dclr(EncodedBatch(z), batch)
+    assert out.terms["dropped_negatives"].item() == pytest.approx(2 / 16)  # (0, 2) and (2, 0)
+    weights = torch.ones(4, 4)
+    weights[0, 2] = weights[2, 0] = 0
+    expected = dclr_loss(z[:, 0], z[:, 1], weights, torch.zeros(0, encoder.dimension), 0.05)
+    assert out.loss.item() == pytest.approx(expected.item(), abs=1e-5)
+
+
+def test_noise_moves_towards_the_data():
+    torch.manual_seed(2)
+    points = F.normalize(torch.randn(16, 8) + 3.0, dim=-1)  # a dense cap of the sphere
+
+    def non_uniformity(noise):
+        return torch.logsumexp(-2 * torch.cdist(noise, points).pow(2).flatten(), 0).item()
+
+    noise = F.normalize(torch.randn(16, 8), dim=-1)
+    refined = refine_noise(noise, points, steps=5, step_size=0.2)
+    assert non_uniformity(refined) > non_uniformity(noise)
+    assert torch.allclose(refined.norm(dim=-1), torch.ones(16), atol=1e-5)
+    assert not refined.requires_grad
+
+
+def test_complementary_encoder_is_frozen_and_loss_decreases(encoder):
+    dclr = DCLR(DCLRConfig(), encoder)
+    batch = batch_of(encoder, SENTENCES[:8])
+    optimizer = torch.optim.AdamW(encoder.parameters(), lr=3e-3)
+    encoder.eval()  # deterministic views for the test; the complementary copy stays fixed
+    frozen = [p.clone() for p in dclr.complementary.parameters()]
+    losses = []
+    for step in range(12):
+        torch.manual_seed(step)
+        out = dclr(encoder(batch.input_ids, batch.attention_mask), batch)
+        optimizer.zero_grad()
+        out.loss.backward()
+        assert all(p.grad is None for p in dclr.complementary.parameters())
+        optimizer.step()
+        losses.append(out.loss.item())
+    assert all(torch.equal(a, b) for a, b in zip(frozen, dclr.complementary.parameters(), strict=True))
+    assert sum(losses[-3:]) < sum(losses[:3])
+    assert not dclr.complementary.training

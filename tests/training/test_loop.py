@@ -126,3 +126,67 @@ def test_eval_task_with_missing_files_fails_before_training(
 def test_gradcache_run_trains(tmp_path, tiny_model_dir, wiki_file, stsb_data_dir):
     result = train(recipe(tiny_model_dir, wiki_file, tmp_path / "gc", stsb_data_dir, gradcache_chunk=2))
     assert result.steps == 6 and result.best_metrics is not None
+
+
+OBJECTIVES = {
+    "nt_xent": ({"name": "nt_xent"}, {}),
+    "moco": ({"name": "moco", "queue_size": 8}, {"n_views": 1}),
+    "align_uniform": ({"name": "align_uniform", "info_nce_weight": 0.5}, {}),
+    "dclr": ({"name": "dclr"}, {}),
+    "vascl": ({"name": "vascl", "topk": 2}, {}),
+    "simcse+mlm": ({"name": "simcse", "mlm_weight": 0.1}, {}),
+}
+
+
+@pytest.mark.parametrize("method", list(OBJECTIVES))
+def test_every_objective_trains_checkpoints_and_resumes_exactly(
+    tmp_path, tiny_model_dir, wiki_file, method, monkeypatch
+):
+    import sentcl.training.loop as loop_module
+
+    objective, data = OBJECTIVES[method]
+
+    def run(folder, **training):
+        config = {
+            "model": {"name_or_path": str(tiny_model_dir), "pooler": "avg"},
+            "data": {"train_file": str(wiki_file), "max_length": 16, **data},
+            "objective": objective,
+            "training": {"output_dir": str(folder), "batch_size": 4, "learning_rate": 1e-3, "max_steps": 4,
+                         "eval_steps": 0, "checkpoint_steps": 2, "seed": 3, **training},
+        }  # fmt: skip
+        return train(recipe_from_dict(config))
+
+    straight = run(tmp_path / "straight")
+    assert straight.steps == 4
+    losses = [json.loads(x) for x in (tmp_path / "straight" / "metrics.jsonl").read_text().splitlines()]
+    assert all(torch.isfinite(torch.tensor(r["loss"])) for r in losses)
+    real_save = loop_module.save_checkpoint
+
+    class SimulatedCrashError(Exception):
+        pass
+
+    def save_then_crash(*args, **kwargs):  # the process dies right after the step-2 checkpoint
+        real_save(*args, **kwargs)
+        raise SimulatedCrashError
+
+    monkeypatch.setattr(loop_module, "save_checkpoint", save_then_crash)
+    with pytest.raises(SimulatedCrashError):
+        run(tmp_path / "half")
+    monkeypatch.setattr(loop_module, "save_checkpoint", real_save)
+    run(tmp_path / "half", resume=True)  # the objective's state (key encoder, queue, MLM head) included
+    a = SentenceEncoder.load(str(tmp_path / "straight"))
+    b = SentenceEncoder.load(str(tmp_path / "half"))
+    for (name, x), (_, y) in zip(a.state_dict().items(), b.state_dict().items(), strict=True):
+        assert torch.equal(x, y), name
+
+
+def test_gradcache_is_refused_for_objectives_with_their_own_passes(tmp_path, tiny_model_dir, wiki_file):
+    config = {
+        "model": {"name_or_path": str(tiny_model_dir), "pooler": "avg"},
+        "data": {"train_file": str(wiki_file)},
+        "objective": {"name": "moco"},
+        "training": {"output_dir": str(tmp_path / "r"), "batch_size": 4, "max_steps": 1, "eval_steps": 0,
+                     "gradcache_chunk": 2},
+    }  # fmt: skip
+    with pytest.raises(ConfigError, match="gradcache_chunk"):
+        train(recipe_from_dict(config))

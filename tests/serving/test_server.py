@@ -56,7 +56,6 @@ def test_similarity_matches_the_encoder(served):
 
 
 def test_search_matches_the_index(served):
-    served.encoder.index = None
     from sentcl.serving import SentenceIndex
 
     served.encoder.index = SentenceIndex.load(served.index_dir)

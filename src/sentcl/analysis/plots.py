@@ -93,3 +93,20 @@ def plot_cosine_density(pairs: dict[str, tuple[np.ndarray, np.ndarray]], path: s
         row[0].set_ylabel("density")
     axes.flat[0].legend(fontsize=7, loc="upper left")
     return _save(fig, path)
+
+
+def plot_curves(
+    curves: dict[str, Sequence[tuple[float, float]]], path: str | Path, ylabel: str, title: str | None = None
+) -> Path:
+    """Line plot of ``curves[label] = [(step, value), …]`` against the training step."""
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    for label, points in curves.items():
+        steps, values = zip(*points, strict=True)
+        ax.plot(steps, values, "-o" if len(points) < 30 else "-", markersize=3, label=label)
+    ax.set_xlabel("step")
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, path)

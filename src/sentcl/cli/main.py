@@ -26,6 +26,12 @@ from sentcl.postprocess import POSTPROCESSORS, PostProcessedEmbedder, fit_postpr
 from sentcl.postprocess.corpus import fit_corpus
 from sentcl.serving import SentenceIndex
 from sentcl.training import CheckpointError, TrainingError, load_recipe, summarise, train
+from sentcl.training.pretrain import (
+    load_pretrain_recipe,
+    pretrain,
+    replace_pretrain_training,
+    summarise_pretraining,
+)
 from sentcl.training.recipe import replace_training
 from sentcl.training.seeds import format_aggregate, train_seeds
 
@@ -56,6 +62,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true", help="allow a non-empty output folder")
     p.add_argument("--resume", action="store_true", help="continue from OUTPUT/checkpoint, exactly")
     p.add_argument("--seeds", help="comma-separated seeds: one run each, then mean ± std of every metric")
+
+    p = commands.add_parser(
+        "pretrain", help="masked-LM pre-training: a raw encoder from scratch, or continued"
+    )
+    p.add_argument("config", help="recipe, e.g. configs/pretrain/raw_bert_4l_256.yaml")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="e.g. training.max_steps=100")
+    p.add_argument("--output", help="output folder (overrides training.output_dir)")
+    p.add_argument("--overwrite", action="store_true", help="allow a non-empty output folder")
+    p.add_argument("--resume", action="store_true", help="continue from OUTPUT/checkpoint, exactly")
 
     p = commands.add_parser("evaluate", help="evaluate a model on STS")
     p.add_argument("model", help="a model folder, a sentcl run folder or a hub id")
@@ -133,13 +148,7 @@ def _fit(name: str, embedder, sentences: list[str]):
 
 def run_train(args: argparse.Namespace) -> int:
     config = load_recipe(args.config, args.overrides)
-    changes = {}
-    if args.output:
-        changes["output_dir"] = args.output
-    if args.overwrite:
-        changes["overwrite_output_dir"] = True
-    if args.resume:
-        changes["resume"] = True
+    changes = _run_changes(args)
     config = replace_training(config, **changes) if changes else config
     if args.seeds:
         try:
@@ -152,6 +161,23 @@ def run_train(args: argparse.Namespace) -> int:
         print(format_aggregate(aggregate))
         return 0
     print(summarise(train(config)))
+    return 0
+
+
+def _run_changes(args: argparse.Namespace) -> dict:
+    changes = {"output_dir": args.output} if args.output else {}
+    if args.overwrite:
+        changes["overwrite_output_dir"] = True
+    if args.resume:
+        changes["resume"] = True
+    return changes
+
+
+def run_pretrain(args: argparse.Namespace) -> int:
+    config = load_pretrain_recipe(args.config, args.overrides)
+    changes = _run_changes(args)
+    config = replace_pretrain_training(config, **changes) if changes else config
+    print(summarise_pretraining(pretrain(config)))
     return 0
 
 
@@ -298,7 +324,12 @@ def main(argv: list[str] | None = None) -> int:
     for noisy in ("transformers", "httpx", "huggingface_hub"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
     try:
-        commands = {"train": run_train, "evaluate": run_evaluate, "analyze": run_analyze}
+        commands = {
+            "train": run_train,
+            "pretrain": run_pretrain,
+            "evaluate": run_evaluate,
+            "analyze": run_analyze,
+        }
         commands |= {"encode": run_encode, "index": run_index, "search": run_search, "serve": run_serve}
         return commands[args.command](args)
     except USER_ERRORS as exc:

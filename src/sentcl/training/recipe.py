@@ -18,8 +18,8 @@ from sentcl.objectives import REGISTRY
 
 
 @dataclass
-class LoopConfig:
-    """``training:`` section. Defaults are SimCSE's unsupervised BERT-base recipe."""
+class RunConfig:
+    """The ``training:`` keys every run has (contrastive training and MLM pre-training)."""
 
     output_dir: str = "runs/simcse"
     overwrite_output_dir: bool = False
@@ -34,24 +34,17 @@ class LoopConfig:
     weight_decay: float = 0.0
     max_grad_norm: float = 1.0
     seed: int = 42
-    #: evaluate every N steps (and at the end), keeping the best model; 0 = no evaluation
+    #: evaluate every N steps (and at the end); 0 = no evaluation
     eval_steps: int = 125
     eval_task: str = "stsb-dev"
-    #: also evaluate the initial model (step 0), for a before/after comparison
-    eval_at_start: bool = False
     #: evaluation data folder; null = $SENTCL_DATA, else the download cache
     eval_data_dir: str | None = None
-    #: at each evaluation also log ℓ_align, ℓ_uniform and the spectrum summary on STS-B dev
-    log_geometry: bool = True
     logging_steps: int = 10
-    #: GradCache: embed the batch in chunks of this many examples to bound activation memory; 0 = off
-    gradcache_chunk: int = 0
     #: write a resumable checkpoint (output_dir/checkpoint) every N steps; 0 = never
     checkpoint_steps: int = 0
-    #: continue from output_dir/checkpoint (exactly: same batches, dropout masks and updates)
+    #: continue from output_dir/checkpoint (exactly: same batches, masks and updates)
     resume: bool = False
     device: str = "auto"
-    drop_last: bool = False
 
     def validate(self) -> None:
         positive = {
@@ -76,6 +69,25 @@ class LoopConfig:
                 raise ConfigError(f"{key}: must not be negative, got {getattr(self, key)}")
         if not 0.0 <= self.warmup_ratio < 1.0:
             raise ConfigError(f"warmup_ratio: must be in [0, 1), got {self.warmup_ratio}")
+
+
+@dataclass
+class LoopConfig(RunConfig):
+    """``training:`` section of a contrastive recipe. Defaults are SimCSE's unsupervised BERT-base recipe;
+    the best model by ``eval_task`` is kept (SimCSE's policy)."""
+
+    #: also evaluate the initial model (step 0), for a before/after comparison
+    eval_at_start: bool = False
+    #: at each evaluation also log ℓ_align, ℓ_uniform and the spectrum summary on STS-B dev
+    log_geometry: bool = True
+    #: GradCache: embed the batch in chunks of this many examples to bound activation memory; 0 = off
+    gradcache_chunk: int = 0
+    drop_last: bool = False
+
+    def validate(self) -> None:
+        super().validate()
+        if self.gradcache_chunk < 0:
+            raise ConfigError(f"gradcache_chunk: must not be negative, got {self.gradcache_chunk}")
 
 
 @dataclass

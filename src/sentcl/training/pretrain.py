@@ -1,0 +1,441 @@
+"""Masked-LM pre-training (``sentcl pretrain``): a raw encoder from scratch, or an existing one continued.
+
+BERT's objective: 15 % of the tokens are selected (whole words optionally), 80 % of those become
+[MASK], 10 % a random token, 10 % stay; the model predicts the original token at the selected positions
+only (the vocabulary projection runs on those positions, not on every token). Sentences are single
+lines of the training files (the unit a sentence encoder sees), padded per batch.
+
+The model is an ``AutoModelForMaskedLM``: ``model.architecture`` (``model_type`` plus config keys, the
+vocabulary of ``model.tokenizer``) builds a fresh one from ``training.seed``; ``model.name_or_path``
+continues a checkpoint, with its own MLM head where it has one (a fresh head, tied to the embeddings,
+where it has none). A run writes into ``output_dir``:
+
+  config.yaml     the resolved recipe
+  metrics.jsonl   training loss per logging step; held-out MLM loss (and STS-B dev Spearman of the
+                  mean-pooled states, for information only) per evaluation
+  model/          the final model with its MLM head: loads as a backbone (``sentcl train``'s
+                  ``model.name_or_path``), keeps its head for MLM-based objectives (TaCL, do_mlm)
+  checkpoint/     every ``checkpoint_steps``, for an exact resume (same batches, masks and updates)
+  mlm_loss.png    the loss curves
+  summary.json    steps, final held-out loss and perplexity, final STS
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+import yaml
+from tqdm.auto import tqdm
+from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer, set_seed
+
+from sentcl.analysis.plots import plot_curves
+from sentcl.atomic_write import atomic_file, atomic_folder
+from sentcl.config import ConfigError, apply_overrides, expand_path, from_dict, load_yaml, to_dict
+from sentcl.data import DataError, read_records
+from sentcl.data.collate import TokenizedColumn
+from sentcl.embedder import CachedEmbedder
+from sentcl.evaluation import STSEvaluator, resolve_data_dir
+from sentcl.model import ModelLoadError, SentenceEncoder
+from sentcl.model.backbone import resolve_model_path
+from sentcl.objectives.mlm import head_loss, mask_tokens, split_mlm_model
+from sentcl.training import distributed
+from sentcl.training.checkpoint import LoopState, load_checkpoint, save_checkpoint
+from sentcl.training.loop import TrainingError, prepare_output_dir
+from sentcl.training.metrics_log import MetricsLog
+from sentcl.training.optim import build_optimizer, build_scheduler
+from sentcl.training.recipe import RunConfig
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class PretrainModelConfig:
+    """``model:`` section: exactly one of ``name_or_path`` (continue) or ``architecture`` (from scratch)."""
+
+    name_or_path: str = ""
+    #: from scratch: ``model_type`` (e.g. bert) and the config keys to set (num_hidden_layers, …)
+    architecture: dict[str, Any] | None = None
+    #: from scratch: whose vocabulary (a model name or folder with a tokenizer)
+    tokenizer: str = ""
+
+    def validate(self) -> None:
+        if bool(self.name_or_path) == bool(self.architecture):
+            raise ConfigError("set exactly one of name_or_path (continue a checkpoint) or architecture")
+        if self.architecture:
+            if "model_type" not in self.architecture:
+                raise ConfigError("architecture.model_type: required (e.g. bert)")
+            if not self.tokenizer:
+                raise ConfigError("tokenizer: required with architecture (whose vocabulary to use)")
+
+
+@dataclass
+class PretrainDataConfig:
+    """``data:`` section: text files (.txt one sentence per line; every cell of a .csv/.tsv)."""
+
+    train_files: list[str] = field(default_factory=list)
+    max_length: int = 64
+    #: sentences held out (seeded) for the evaluation's MLM loss
+    eval_sentences: int = 2000
+
+    def validate(self) -> None:
+        if not self.train_files:
+            raise ConfigError("train_files: at least one training file is required")
+        if self.max_length < 4:
+            raise ConfigError(f"max_length: must be at least 4, got {self.max_length}")
+        if self.eval_sentences < 0:
+            raise ConfigError(f"eval_sentences: must not be negative, got {self.eval_sentences}")
+
+
+@dataclass
+class MaskingConfig:
+    probability: float = 0.15
+    #: mask all pieces of a word together (BERT's whole-word masking)
+    whole_word: bool = False
+
+    def validate(self) -> None:
+        if not 0 < self.probability < 1:
+            raise ConfigError(f"probability: must be in (0, 1), got {self.probability}")
+
+
+@dataclass
+class PretrainLoopConfig(RunConfig):
+    """``training:`` section; defaults are BERT-like for a small model."""
+
+    output_dir: str = "runs/pretrain"
+    batch_size: int = 128
+    learning_rate: float = 5e-4
+    warmup_ratio: float = 0.06
+    weight_decay: float = 0.01
+    eval_steps: int = 500
+    logging_steps: int = 50
+    #: mean-pooled STS probe at each evaluation (information only: the final model is kept); "" = off
+    eval_task: str = "stsb-dev"
+    #: bfloat16 autocast (for GPUs; on most CPUs bf16 is far slower than fp32)
+    autocast: Literal["none", "bfloat16"] = "none"
+
+
+@dataclass
+class PretrainConfig:
+    model: PretrainModelConfig
+    data: PretrainDataConfig
+    masking: MaskingConfig = field(default_factory=MaskingConfig)
+    training: PretrainLoopConfig = field(default_factory=PretrainLoopConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: to_dict(getattr(self, name)) for name in SECTIONS}
+
+
+SECTIONS = ("model", "data", "masking", "training")
+
+
+def load_pretrain_recipe(path: str | Path, overrides: list[str] | None = None) -> PretrainConfig:
+    data = apply_overrides(load_yaml(path), overrides or [])
+    unknown = [key for key in data if key not in SECTIONS]
+    try:
+        if unknown:
+            raise ConfigError(f"unknown config key {unknown[0]!r} (sections: {', '.join(SECTIONS)})")
+        kinds = (PretrainModelConfig, PretrainDataConfig, MaskingConfig, PretrainLoopConfig)
+        sections = {}
+        for name, kind in zip(SECTIONS, kinds, strict=True):
+            value = data.get(name) or {}
+            if not isinstance(value, dict):
+                raise ConfigError(f"{name}: expected a mapping")
+            sections[name] = from_dict(kind, value, prefix=name)
+        return PretrainConfig(**sections)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+def replace_pretrain_training(config: PretrainConfig, **changes: Any) -> PretrainConfig:
+    return dataclasses.replace(config, training=dataclasses.replace(config.training, **changes))
+
+
+# ------------------------------------------------------------------------------------------ model
+def build_mlm_model(config: PretrainModelConfig, seed: int):
+    """(AutoModelForMaskedLM, tokenizer): fresh from ``architecture`` or loaded from ``name_or_path``."""
+    if config.name_or_path:
+        source = resolve_model_path(config.name_or_path)
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
+            model = AutoModelForMaskedLM.from_pretrained(source, trust_remote_code=False)
+        except (OSError, ValueError) as exc:
+            raise ModelLoadError(f"{config.name_or_path}: cannot load it as a masked LM ({exc})") from None
+        return model, tokenizer
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(
+            resolve_model_path(config.tokenizer), trust_remote_code=False
+        )
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(
+            f"model.tokenizer: {config.tokenizer}: cannot load a tokenizer ({exc})"
+        ) from None
+    settings = dict(config.architecture or {})
+    model_type = settings.pop("model_type")
+    try:
+        known = AutoConfig.for_model(model_type).to_dict()
+    except ValueError:
+        raise ConfigError(f"model.architecture.model_type: unknown model type {model_type!r}") from None
+    for key in settings:
+        if key not in known:
+            raise ConfigError(f"model.architecture.{key}: not a {model_type} config key")
+    settings.setdefault("vocab_size", len(tokenizer))
+    if settings["vocab_size"] < len(tokenizer):
+        raise ConfigError(f"model.architecture.vocab_size: smaller than the tokenizer's {len(tokenizer)}")
+    settings.setdefault("pad_token_id", tokenizer.pad_token_id)
+    try:
+        model_config = AutoConfig.for_model(model_type, **settings)
+        torch.manual_seed(seed)
+        model = AutoModelForMaskedLM.from_config(model_config)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"model.architecture: {exc}") from None
+    return model, tokenizer
+
+
+def save_mlm_model(model, tokenizer, folder: Path) -> Path:
+    with atomic_folder(folder) as tmp:
+        model.save_pretrained(str(tmp))
+        tokenizer.save_pretrained(str(tmp))
+    return folder
+
+
+# ------------------------------------------------------------------------------------------- data
+class SentenceTokens:
+    """Sentences tokenised once, with the word index of every token (−1 for special tokens)."""
+
+    def __init__(self, sentences: list[str], tokenizer, max_length: int, chunk: int = 4096):
+        if not tokenizer.is_fast:
+            raise ModelLoadError("pre-training needs a fast tokenizer (word ids for whole-word masking)")
+        ids, words = [], []
+        progress = tqdm(total=len(sentences), desc="tokenising", unit="sent", disable=len(sentences) < 20_000)
+        for start in range(0, len(sentences), chunk):
+            encoded = tokenizer(sentences[start : start + chunk], truncation=True, max_length=max_length)
+            ids.extend(encoded["input_ids"])
+            for i in range(len(encoded["input_ids"])):
+                words.append([-1 if w is None else w for w in encoded.word_ids(i)])
+            progress.update(min(chunk, len(sentences) - start))
+        progress.close()
+        self.ids, self.words = TokenizedColumn(ids), TokenizedColumn(words)
+        self.pad_token_id = int(tokenizer.pad_token_id)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def batch(self, indices) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(ids, attention mask, word ids), each [N, L], padded to the longest sentence of the batch."""
+        longest = max(len(self.ids[i]) for i in indices)
+        ids = torch.full((len(indices), longest), self.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(indices), longest), dtype=torch.long)
+        words = torch.full((len(indices), longest), -1, dtype=torch.long)
+        for row, i in enumerate(indices):
+            n = len(self.ids[i])
+            ids[row, :n] = torch.from_numpy(self.ids[i].astype(np.int64))
+            words[row, :n] = torch.from_numpy(self.words[i].astype(np.int64))
+            mask[row, :n] = 1
+        return ids, mask, words
+
+
+def read_pretrain_sentences(files: list[str]) -> list[str]:
+    """Every sentence of every file (each cell of a table), in order; empty cells are skipped."""
+    sentences: list[str] = []
+    for index, name in enumerate(files):
+        records = read_records(expand_path(name, f"data.train_files[{index}]"))
+        sentences.extend(cell for row in records.rows for cell in row if cell.strip())
+    return sentences
+
+
+# ------------------------------------------------------------------------------------------- loop
+@dataclass
+class PretrainResult:
+    output_dir: Path
+    steps: int
+    final_metrics: dict[str, float] | None = None
+
+    def summary(self) -> dict:
+        return {
+            "steps": self.steps,
+            "final_metrics": self.final_metrics,
+            "model": str(self.output_dir / "model"),
+        }
+
+
+def pretrain(config: PretrainConfig) -> PretrainResult:
+    loop = config.training
+    context = distributed.setup()
+    if context.world_size > 1:
+        raise ConfigError("sentcl pretrain runs in one process (no torchrun)")
+    output_dir = Path(loop.output_dir)
+    prepare_output_dir(output_dir, loop.overwrite_output_dir, loop.resume)
+    with atomic_file(output_dir / "config.yaml") as handle:
+        yaml.safe_dump(config.to_dict(), handle, sort_keys=False)
+    set_seed(loop.seed)
+    device = distributed.select_device(loop.device, context)
+    if loop.autocast == "bfloat16" and device.type == "cpu":
+        logger.warning("training.autocast: bfloat16 on the CPU is usually far slower than fp32")
+
+    sentences = read_pretrain_sentences(config.data.train_files)
+    held_out = config.data.eval_sentences if loop.eval_steps > 0 else 0
+    if len(sentences) <= held_out:
+        raise DataError(
+            f"{config.data.train_files[0]}: {len(sentences)} sentences, not more than "
+            f"data.eval_sentences ({held_out})"
+        )
+    evaluator = None
+    if loop.eval_steps > 0 and loop.eval_task:
+        data_dir = resolve_data_dir(
+            loop.eval_data_dir and expand_path(loop.eval_data_dir, "training.eval_data_dir")
+        )
+        evaluator = STSEvaluator(data_dir, loop.eval_task)
+        missing = [task.missing for task in evaluator.tasks if task.missing]
+        if missing:
+            raise ConfigError(f"training.eval_task: {loop.eval_task!r} cannot be evaluated: {missing[0]}")
+    model, tokenizer = build_mlm_model(config.model, loop.seed)
+    if tokenizer.mask_token_id is None:
+        raise ModelLoadError("the tokenizer has no [MASK] token; MLM needs one")
+    positions = getattr(model.config, "max_position_embeddings", None)
+    if positions is not None and config.data.max_length > positions:
+        raise ConfigError(
+            f"data.max_length: {config.data.max_length} exceeds the model's {positions} positions"
+        )
+    model.to(device)
+    backbone, head = split_mlm_model(model, config.model.name_or_path or "the new model")
+    tokens = SentenceTokens(sentences, tokenizer, config.data.max_length)
+    split = torch.randperm(len(tokens), generator=torch.Generator().manual_seed(loop.seed)).tolist()
+    eval_indices, train_indices = split[:held_out], np.array(split[held_out:])
+
+    batches_per_epoch = -(-len(train_indices) // loop.batch_size)
+    total_steps = loop.max_steps if loop.max_steps > 0 else loop.epochs * batches_per_epoch
+    warmup = loop.warmup_steps or int(loop.warmup_ratio * total_steps)
+    optimizer = build_optimizer(model, loop.learning_rate, loop.weight_decay)
+    scheduler = build_scheduler(optimizer, warmup, total_steps)
+    order = torch.Generator().manual_seed(loop.seed)
+    state = LoopState()
+    if loop.resume:
+        state, epoch_order_state = load_checkpoint(output_dir / "checkpoint", model, optimizer, scheduler)
+        order.set_state(epoch_order_state)
+        logger.info("resumed from %s at step %d", output_dir / "checkpoint", state.step)
+    parameters = sum(p.numel() for p in model.parameters())
+    logger.info(
+        "%d sentences (%d held out), %d steps of batch %d on %s, %.1fM parameters", len(tokens), held_out,
+        total_steps, loop.batch_size, device, parameters / 1e6,
+    )  # fmt: skip
+    log = MetricsLog(output_dir / "metrics.jsonl", state.step if loop.resume else None)
+    amp = (
+        torch.autocast(device.type, dtype=torch.bfloat16)
+        if loop.autocast == "bfloat16"
+        else contextlib.nullcontext()
+    )
+
+    def masked_loss(ids, mask, words, generator=None) -> torch.Tensor:
+        masked, labels = mask_tokens(
+            ids, mask, tokenizer, config.masking.probability,
+            words if config.masking.whole_word else None, generator,
+        )  # fmt: skip
+        with amp:
+            hidden = backbone(input_ids=masked.to(device), attention_mask=mask.to(device)).last_hidden_state
+            return head_loss(head, hidden, labels.to(device))
+
+    def evaluate(step: int) -> dict[str, float]:
+        started = time.perf_counter()
+        model.eval()
+        generator = torch.Generator().manual_seed(loop.seed + 1)  # the same masks at every evaluation
+        total, count = 0.0, 0
+        with torch.inference_mode():
+            for start in range(0, len(eval_indices), loop.batch_size):
+                ids, mask, words = tokens.batch(eval_indices[start : start + loop.batch_size])
+                loss = masked_loss(ids, mask, words, generator)
+                total, count = total + loss.item() * len(ids), count + len(ids)
+        metrics = {"mlm_loss": total / max(count, 1)}
+        metrics["perplexity"] = math.exp(min(metrics["mlm_loss"], 50.0))
+        if evaluator is not None:
+            encoder = SentenceEncoder(backbone, tokenizer, "avg", max_length=config.data.max_length)
+            metrics |= evaluator(CachedEmbedder(encoder))
+        model.train()
+        log.write({"step": step, "eval": metrics, "eval_seconds": round(time.perf_counter() - started, 2)})
+        return metrics
+
+    final = None
+    if loop.eval_steps > 0 and state.step == 0:
+        final = evaluate(0)
+    model.train()
+    progress = tqdm(total=total_steps, initial=state.step, desc="pre-training", unit="step")
+    window, started = [], time.perf_counter()
+    try:
+        while state.step < total_steps:
+            epoch_order_state = order.get_state()
+            permutation = train_indices[torch.randperm(len(train_indices), generator=order).numpy()]
+            for position in range(state.batch_in_epoch, batches_per_epoch):
+                indices = permutation[position * loop.batch_size : (position + 1) * loop.batch_size]
+                ids, mask, words = tokens.batch(indices.tolist())
+                loss = masked_loss(ids, mask, words)
+                if not torch.isfinite(loss):
+                    raise TrainingError(
+                        f"step {state.step + 1}: MLM loss is {loss.item()}; the last checkpoint is untouched"
+                    )
+                loss.backward()
+                if loop.max_grad_norm > 0:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), loop.max_grad_norm)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+                state.step, state.batch_in_epoch = state.step + 1, position + 1
+                window.append(loss.item())
+                progress.update(1)
+                if state.step % loop.logging_steps == 0 or state.step == total_steps:
+                    mean = sum(window) / len(window)
+                    elapsed = round(time.perf_counter() - started, 2)
+                    log.write(
+                        {
+                            "step": state.step,
+                            "loss": mean,
+                            "lr": scheduler.get_last_lr()[0],
+                            "seconds": elapsed,
+                        }
+                    )
+                    progress.set_description(f"pre-training loss {mean:.3g}")
+                    window = []
+                if loop.eval_steps and (state.step % loop.eval_steps == 0 or state.step == total_steps):
+                    final = evaluate(state.step)
+                if loop.checkpoint_steps and state.step % loop.checkpoint_steps == 0:
+                    save_checkpoint(
+                        output_dir / "checkpoint", model, optimizer, scheduler, state, epoch_order_state
+                    )
+                if state.step >= total_steps:
+                    break
+            else:
+                state.epoch, state.batch_in_epoch = state.epoch + 1, 0
+    finally:
+        progress.close()
+        log.close()
+    save_mlm_model(model, tokenizer, output_dir / "model")
+    plot_pretraining(log.records, output_dir / "mlm_loss.png")
+    result = PretrainResult(output_dir, state.step, final)
+    with atomic_file(output_dir / "summary.json") as handle:
+        json.dump(result.summary(), handle, indent=2)
+    return result
+
+
+def plot_pretraining(records: list[dict], path: Path) -> Path:
+    """Training loss per logging step and held-out MLM loss per evaluation."""
+    curves = {
+        "training MLM loss": [(r["step"], r["loss"]) for r in records if "loss" in r],
+        "held-out MLM loss": [(r["step"], r["eval"]["mlm_loss"]) for r in records if "eval" in r],
+    }
+    return plot_curves({k: v for k, v in curves.items() if v}, path, ylabel="cross-entropy (nats)")
+
+
+def summarise_pretraining(result: PretrainResult) -> str:
+    lines = [f"pre-trained {result.steps} steps; model: {result.output_dir / 'model'}"]
+    if result.final_metrics:
+        shown = ", ".join(f"{k} = {v:.4g}" for k, v in result.final_metrics.items())
+        lines.append(f"held-out: {shown}")
+    return "\n".join(lines)

@@ -135,6 +135,7 @@ OBJECTIVES = {
     "dclr": ({"name": "dclr"}, {}),
     "vascl": ({"name": "vascl", "topk": 2}, {}),
     "simcse+mlm": ({"name": "simcse", "mlm_weight": 0.1}, {}),
+    "tacl": ({"name": "tacl"}, {"n_views": 1}),
 }
 
 

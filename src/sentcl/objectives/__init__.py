@@ -8,6 +8,7 @@ from sentcl.objectives.dclr import DCLR, DCLRConfig
 from sentcl.objectives.info_nce import InfoNCE, InfoNCEConfig, info_nce_loss
 from sentcl.objectives.moco import MoCo, MoCoConfig
 from sentcl.objectives.nt_xent import NTXent, NTXentConfig
+from sentcl.objectives.tacl import TaCL, TaCLConfig
 from sentcl.objectives.vascl import VaSCL, VaSCLConfig
 
 REGISTRY: dict[str, tuple[type, type]] = {
@@ -17,13 +18,14 @@ REGISTRY: dict[str, tuple[type, type]] = {
     "align_uniform": (AlignUniform, AlignUniformConfig),
     "dclr": (DCLR, DCLRConfig),
     "vascl": (VaSCL, VaSCLConfig),
+    "tacl": (TaCL, TaCLConfig),
 }
 
 
 def build_objective(name: str, config: ObjectiveConfig, encoder) -> Objective:
     objective_class, _ = REGISTRY[name]
     objective = objective_class(config, encoder)
-    if config.mlm_weight > 0:
+    if config.mlm_weight > 0 and not objective.includes_mlm:
         from sentcl.objectives.mlm import WithMLM
 
         objective = WithMLM(objective, encoder, config.mlm_weight, config.mlm_probability)
@@ -41,6 +43,8 @@ __all__ = [
     "Objective",
     "ObjectiveConfig",
     "ObjectiveOutput",
+    "TaCL",
+    "TaCLConfig",
     "VaSCL",
     "build_objective",
     "info_nce_loss",

@@ -44,6 +44,11 @@ class ObjectiveConfig:
 class Objective(nn.Module):
     #: False when the objective runs passes of its own on the token ids (GradCache cannot chunk them).
     supports_gradcache: bool = True
+    #: False when the objective needs no sentence embeddings (the loop then skips the encoder pass and
+    #: passes ``encoded=None``), e.g. TaCL's token-level loss.
+    uses_embeddings: bool = True
+    #: True when the objective computes its own MLM term from ``mlm_weight`` (no WithMLM wrapper).
+    includes_mlm: bool = False
 
     def forward(self, encoded, batch=None) -> ObjectiveOutput:  # pragma: no cover - interface
         raise NotImplementedError
@@ -52,3 +57,23 @@ class Objective(nn.Module):
 def keep_reference(module: nn.Module, name: str, other: nn.Module) -> None:
     """Hold ``other`` without registering it: its parameters stay the encoder's, not counted twice."""
     module.__dict__[name] = other
+
+
+def frozen(module: nn.Module) -> nn.Module:
+    """``module`` without gradients and in eval mode (no dropout); keep it so with ``FrozenParts``."""
+    for parameter in module.parameters():
+        parameter.requires_grad_(False)
+    return module.eval()
+
+
+class FrozenParts:
+    """Mixin for objectives holding frozen networks (named in ``frozen_parts``): they stay in eval mode
+    when the loop calls ``train()``."""
+
+    frozen_parts: tuple[str, ...] = ()
+
+    def train(self, mode: bool = True):
+        super().train(mode)  # type: ignore[misc]
+        for name in self.frozen_parts:
+            getattr(self, name).eval()
+        return self

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 
 from sentcl.config import ConfigError
 from sentcl.model import EncodedBatch, SentenceEncoder
-from sentcl.objectives.base import Objective, ObjectiveConfig, ObjectiveOutput
+from sentcl.objectives.base import FrozenParts, Objective, ObjectiveConfig, ObjectiveOutput, frozen
 from sentcl.objectives.similarity import cosine_matrix, gather_with_grad
 
 
@@ -86,8 +86,9 @@ def dclr_loss(
     return F.cross_entropy(logits, offset + rows)
 
 
-class DCLR(Objective):
+class DCLR(FrozenParts, Objective):
     supports_gradcache = False
+    frozen_parts = ("complementary",)
 
     def __init__(self, config: DCLRConfig | None = None, encoder: SentenceEncoder | None = None):
         super().__init__()
@@ -98,14 +99,7 @@ class DCLR(Objective):
             complementary = copy.deepcopy(encoder)
         else:
             raise ValueError("DCLR needs encoder= or objective.complementary_model")
-        for parameter in complementary.parameters():
-            parameter.requires_grad_(False)
-        self.complementary = complementary.eval()
-
-    def train(self, mode: bool = True):
-        super().train(mode)
-        self.complementary.eval()  # frozen, always without dropout
-        return self
+        self.complementary = frozen(complementary)  # always without dropout
 
     def forward(self, encoded: EncodedBatch, batch=None) -> ObjectiveOutput:
         if batch is None:

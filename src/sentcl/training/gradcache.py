@@ -40,8 +40,10 @@ def forward_backward(
 ) -> ObjectiveOutput:
     """Loss of ``batch`` with gradients accumulated into the parameters (backward already done)."""
     size = batch.input_ids.shape[0]
-    if chunk_size <= 0 or chunk_size >= size:
-        output = objective(encoder(batch.input_ids, batch.attention_mask), batch)
+    uses_embeddings = getattr(objective, "uses_embeddings", True)  # False: its own passes only (TaCL)
+    if chunk_size <= 0 or chunk_size >= size or not uses_embeddings:
+        encoded = encoder(batch.input_ids, batch.attention_mask) if uses_embeddings else None
+        output = objective(encoded, batch)
         if torch.isfinite(output.loss):
             output.loss.backward()
         return output

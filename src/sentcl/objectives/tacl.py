@@ -1,0 +1,96 @@
+"""TaCL (Su et al., NAACL Findings 2022): token-aware contrastive learning, a continued pre-training.
+
+A *student* (the encoder being trained) and a frozen *teacher* start from the same checkpoint. The
+student reads the masked sequence x̃ (BERT masking), the teacher the original x. For every masked
+position i the student's state h̃_i is pulled to the teacher's state h_i at the same position and
+pushed from the teacher's states at the other positions of the same sequence:
+
+    L_TaCL = −1/|M| Σ_{i∈M} log exp(cos(h̃_i, h_i)/τ) / Σ_{j ∈ x} exp(cos(h̃_i, h_j)/τ)
+    L = L_TaCL + λ · L_MLM        (λ = 1: TaCL trains with its MLM term)
+
+The MLM term is computed on the same masked pass of the student (so TaCL adds one teacher pass, not a
+second student pass); its head is the checkpoint's own (e.g. a ``sentcl pretrain`` model) or a fresh
+tied one. TaCL needs no sentence embeddings: the loop skips its usual forward pass
+(``uses_embeddings = False``). Its paper's τ is 0.01 (our reading); cosine similarity of last-layer
+states.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from sentcl.config import ConfigError
+from sentcl.model import SentenceEncoder
+from sentcl.objectives.base import (
+    FrozenParts,
+    Objective,
+    ObjectiveConfig,
+    ObjectiveOutput,
+    frozen,
+    keep_reference,
+)
+from sentcl.objectives.mlm import build_mlm_head, head_loss, mask_tokens
+
+
+@dataclass
+class TaCLConfig(ObjectiveConfig):
+    temperature: float = 0.01
+    #: λ of TaCL's own MLM term (on the student's masked pass)
+    mlm_weight: float = 1.0
+
+    def validate(self) -> None:
+        super().validate()
+        if not self.temperature > 0:
+            raise ConfigError(f"temperature: must be positive, got {self.temperature}")
+
+
+def token_contrastive_loss(
+    student: torch.Tensor,  # [N, L, H] states of the masked sequences
+    teacher: torch.Tensor,  # [N, L, H] states of the original sequences
+    attention_mask: torch.Tensor,  # [N, L]
+    selected: torch.Tensor,  # [N, L] bool: the masked positions (the anchors)
+    temperature: float,
+) -> torch.Tensor:
+    """Mean over the selected positions of −log softmax over the same sequence's teacher positions."""
+    if not selected.any():
+        return student.sum() * 0.0
+    logits = F.normalize(student.float(), dim=-1) @ F.normalize(teacher.float(), dim=-1).transpose(1, 2)
+    logits = (logits / temperature).masked_fill(attention_mask[:, None, :] == 0, float("-inf"))
+    own = logits.log_softmax(-1).diagonal(dim1=1, dim2=2)  # [N, L]: position i against teacher i
+    return -own[selected].mean()
+
+
+class TaCL(FrozenParts, Objective):
+    supports_gradcache = False
+    uses_embeddings = False
+    includes_mlm = True
+    frozen_parts = ("teacher",)
+
+    def __init__(self, config: TaCLConfig | None = None, encoder: SentenceEncoder | None = None):
+        super().__init__()
+        if encoder is None:
+            raise ValueError("TaCL needs the encoder: its teacher is a frozen copy of it")
+        self.config = config or TaCLConfig()
+        self.teacher = frozen(copy.deepcopy(encoder.backbone))
+        self.head = build_mlm_head(encoder)
+        keep_reference(self, "encoder", encoder)
+
+    def forward(self, encoded=None, batch=None) -> ObjectiveOutput:
+        if batch is None:
+            raise ValueError("TaCL needs the batch's token ids")
+        c = self.config
+        length = batch.input_ids.shape[-1]
+        ids, mask = batch.input_ids.reshape(-1, length), batch.attention_mask.reshape(-1, length)
+        masked, labels = mask_tokens(ids, mask, self.encoder.tokenizer, c.mlm_probability)
+        student = self.encoder.backbone(input_ids=masked, attention_mask=mask).last_hidden_state
+        with torch.no_grad():
+            teacher = self.teacher(input_ids=ids, attention_mask=mask).last_hidden_state
+        contrast = token_contrastive_loss(student, teacher, mask, labels != -100, c.temperature)
+        mlm = head_loss(self.head, student, labels)
+        return ObjectiveOutput(
+            loss=contrast + c.mlm_weight * mlm, terms={"tacl": contrast.detach(), "mlm": mlm.detach()}
+        )

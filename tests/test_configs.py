@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from sentcl.training import load_recipe
+from sentcl.training.pretrain import load_pretrain_recipe
 
 CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").rglob("*.yaml"))
 
@@ -15,8 +16,9 @@ def test_there_are_recipes():
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
-def test_recipe_loads(path):
-    load_recipe(path)
+def test_recipe_loads(path, monkeypatch):
+    monkeypatch.setenv("SENTCL_DATA", "/data")
+    (load_pretrain_recipe if path.parent.name == "pretrain" else load_recipe)(path)
 
 
 def test_paper_hyperparameters():

@@ -136,6 +136,8 @@ OBJECTIVES = {
     "vascl": ({"name": "vascl", "topk": 2}, {}),
     "simcse+mlm": ({"name": "simcse", "mlm_weight": 0.1}, {}),
     "tacl": ({"name": "tacl"}, {"n_views": 1}),
+    "simcse+child_tuning_F": ({"name": "simcse"}, {}, {"child_tuning": {"mode": "F", "reserve": 0.3}}),
+    "simcse+child_tuning_D": ({"name": "simcse"}, {}, {"child_tuning": {"mode": "D", "fisher_batches": 2}}),
 }
 
 
@@ -145,9 +147,10 @@ def test_every_objective_trains_checkpoints_and_resumes_exactly(
 ):
     import sentcl.training.loop as loop_module
 
-    objective, data = OBJECTIVES[method]
+    objective, data, *extra = OBJECTIVES[method]
 
     def run(folder, **training):
+        training |= extra[0] if extra else {}
         config = {
             "model": {"name_or_path": str(tiny_model_dir), "pooler": "avg"},
             "data": {"train_file": str(wiki_file), "max_length": 16, **data},

@@ -35,6 +35,7 @@ from sentcl.model import SentenceEncoder
 from sentcl.objectives import build_objective
 from sentcl.training import distributed
 from sentcl.training.checkpoint import LoopState, load_checkpoint, save_checkpoint
+from sentcl.training.child_tuning import ChildTuning
 from sentcl.training.gradcache import forward_backward
 from sentcl.training.metrics_log import MetricsLog
 from sentcl.training.optim import build_optimizer, build_scheduler
@@ -124,7 +125,9 @@ def train(config: TrainConfig) -> TrainResult:
         )
     total_steps = loop.max_steps if loop.max_steps > 0 else loop.epochs * batches_per_epoch
     warmup = loop.warmup_steps or int(loop.warmup_ratio * total_steps)
-    trained = torch.nn.ModuleList([encoder, objective])  # every tensor the optimiser updates
+    child = None if loop.child_tuning.mode == "off" else ChildTuning(loop.child_tuning, encoder.backbone)
+    # every tensor the optimiser updates (and Child-Tuning_D's masks, so a checkpoint holds them)
+    trained = torch.nn.ModuleList([encoder, objective] + ([child] if child is not None else []))
     optimizer = build_optimizer(trained, loop.learning_rate, loop.weight_decay)
     scheduler = build_scheduler(optimizer, warmup, total_steps)
     order = torch.Generator().manual_seed(loop.seed)  # the data order, one permutation per epoch
@@ -133,6 +136,12 @@ def train(config: TrainConfig) -> TrainResult:
         state, epoch_order_state = load_checkpoint(output_dir / "checkpoint", trained, optimizer, scheduler)
         order.set_state(epoch_order_state)
         logger.info("resumed from %s at step %d", output_dir / "checkpoint", state.step)
+    elif child is not None and loop.child_tuning.mode == "D":
+        trained.train()  # with dropout, as in training
+        child.estimate_fisher(
+            fisher_batches(dataset, loop, context, device),
+            lambda batch: forward_backward(encoder, objective, batch, loop.gradcache_chunk),
+        )
     logger.info(
         "%d examples × %d views, %d steps of batch %d on %s", len(dataset), dataset.n_views, total_steps,
         loop.batch_size, device,
@@ -192,6 +201,8 @@ def train(config: TrainConfig) -> TrainResult:
                         f"lines {shown}); the last saved model and checkpoint are untouched"
                     )
                 distributed.average_gradients(trained, context)
+                if child is not None:
+                    child.apply()
                 if loop.max_grad_norm > 0:
                     torch.nn.utils.clip_grad_norm_(trained.parameters(), loop.max_grad_norm)
                 optimizer.step()
@@ -237,6 +248,18 @@ def train(config: TrainConfig) -> TrainResult:
             json.dump(result.summary(), handle, indent=2)
     distributed.barrier(context)
     return result
+
+
+def fisher_batches(dataset: ContrastiveDataset, loop, context, device) -> list:
+    """Child-Tuning_D's estimation batches: a seeded sample apart from the training order."""
+    share = loop.batch_size // context.world_size
+    permutation = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(loop.seed + 1))
+    batches = []
+    for position in range(min(loop.child_tuning.fisher_batches, -(-len(dataset) // loop.batch_size))):
+        indices = permutation[position * loop.batch_size : (position + 1) * loop.batch_size]
+        indices = indices[context.rank * share : (context.rank + 1) * share]
+        batches.append(dataset.collate([dataset[int(i)] for i in indices]).to(device))
+    return batches
 
 
 def summarise(result: TrainResult) -> str:

@@ -15,6 +15,7 @@ from sentcl.config import ConfigError, apply_overrides, from_dict, load_yaml, to
 from sentcl.data import DataConfig
 from sentcl.model import ModelConfig
 from sentcl.objectives import REGISTRY
+from sentcl.training.child_tuning import ChildTuningConfig
 
 
 @dataclass
@@ -83,6 +84,8 @@ class LoopConfig(RunConfig):
     #: GradCache: embed the batch in chunks of this many examples to bound activation memory; 0 = off
     gradcache_chunk: int = 0
     drop_last: bool = False
+    #: Child-Tuning F/D: update only a child network of the backbone (see child_tuning.py)
+    child_tuning: ChildTuningConfig = field(default_factory=ChildTuningConfig)
 
     def validate(self) -> None:
         super().validate()

@@ -1,0 +1,84 @@
+import pytest
+import torch
+from torch import nn
+
+from sentcl.config import ConfigError, from_dict
+from sentcl.model import SentenceEncoder
+from sentcl.training import recipe_from_dict, train
+from sentcl.training.child_tuning import ChildTuning, ChildTuningConfig
+from tests.conftest import SENTENCES
+
+
+def test_f_keeps_a_p_share_of_gradient_elements_rescaled_by_one_over_p():
+    layer = nn.Linear(200, 100)
+    child = ChildTuning(ChildTuningConfig(mode="F", reserve=0.3), layer)
+    layer.weight.grad = torch.ones_like(layer.weight)
+    torch.manual_seed(0)
+    child.apply()
+    grad = layer.weight.grad
+    values = grad.unique().tolist()
+    assert len(values) == 2 and values[0] == 0.0 and values[1] == pytest.approx(1 / 0.3)
+    assert (grad != 0).float().mean().item() == pytest.approx(0.3, abs=0.01)
+    total = torch.zeros_like(layer.weight)
+    for _ in range(200):  # unbiased: the mean of many masked gradients is the gradient
+        layer.weight.grad = torch.full_like(layer.weight, 2.0)
+        child.apply()
+        total += layer.weight.grad
+    assert (total / 200).mean().item() == pytest.approx(2.0, abs=0.02)
+
+
+def test_d_keeps_the_top_fisher_share_against_a_naive_reference():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 1))
+    batches = [torch.randn(4, 6) for _ in range(3)]
+
+    def backward(x):
+        model(x).pow(2).sum().backward()
+
+    fisher = {name: torch.zeros_like(p) for name, p in model.named_parameters()}
+    for x in batches:  # the reference: one batch at a time, Σ grad²
+        model.zero_grad()
+        backward(x)
+        for name, p in model.named_parameters():
+            fisher[name] += p.grad.pow(2)
+    model.zero_grad()
+    flat = torch.cat([f.flatten() for f in fisher.values()])
+    top = set(flat.argsort(descending=True)[: round(0.25 * flat.numel())].tolist())
+    child = ChildTuning(ChildTuningConfig(mode="D", reserve=0.25), model)
+    child.estimate_fisher(batches, backward)
+    chosen = torch.cat([m.flatten() for m in child.masks()]).nonzero().flatten().tolist()
+    assert set(chosen) == top
+    assert all(p.grad is None for p in model.parameters())  # estimation leaves no gradient behind
+    for p in model.parameters():
+        p.grad = torch.ones_like(p)
+    child.apply()
+    assert torch.equal(
+        torch.cat([p.grad.flatten() for p in model.parameters()]) != 0, flat >= flat[list(top)].min()
+    )
+
+
+def test_d_updates_only_the_child_network_and_leaves_the_rest_bit_identical(tmp_path, tiny_model_dir):
+    data = tmp_path / "wiki.txt"
+    data.write_text("\n".join(SENTENCES * 2) + "\n")
+    config = recipe_from_dict({
+        "model": {"name_or_path": str(tiny_model_dir), "pooler": "cls", "mlp_only_train": True},
+        "data": {"train_file": str(data), "max_length": 16},
+        "objective": {"name": "simcse"},
+        "training": {"output_dir": str(tmp_path / "run"), "batch_size": 4, "learning_rate": 1e-3,
+                     "max_steps": 5, "eval_steps": 0, "seed": 3,
+                     "child_tuning": {"mode": "D", "reserve": 0.2, "fisher_batches": 2}},
+    })  # fmt: skip
+    train(config)
+    before = SentenceEncoder.load(str(tiny_model_dir), pooler="avg").backbone.state_dict()
+    after = SentenceEncoder.load(str(tmp_path / "run"), pooler="avg").backbone.state_dict()
+    changed = torch.cat([(after[k] != before[k]).flatten() for k in before if before[k].is_floating_point()])
+    assert 0 < changed.sum().item() <= round(0.2 * changed.numel())  # at most the child network moved
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [({"mode": "X"}, "mode"), ({"mode": "F", "reserve": 0}, "reserve"), ({"fisher_batches": 0}, "fisher")],
+)
+def test_bad_settings_name_the_key(values, message):
+    with pytest.raises(ConfigError, match=message):
+        from_dict(ChildTuningConfig, values, prefix="training.child_tuning")

@@ -136,6 +136,8 @@ OBJECTIVES = {
     "vascl": ({"name": "vascl", "topk": 2}, {}),
     "simcse+mlm": ({"name": "simcse", "mlm_weight": 0.1}, {}),
     "tacl": ({"name": "tacl"}, {"n_views": 1}),
+    "sg_opt": ({"name": "sg_opt", "projection_size": 16}, {"n_views": 1}),
+    "sg": ({"name": "sg_opt", "projection_size": 16, "optimised": False}, {"n_views": 1}),
     "simcse+child_tuning_F": ({"name": "simcse"}, {}, {"child_tuning": {"mode": "F", "reserve": 0.3}}),
     "simcse+child_tuning_D": ({"name": "simcse"}, {}, {"child_tuning": {"mode": "D", "fisher_batches": 2}}),
 }

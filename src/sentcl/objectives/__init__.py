@@ -8,6 +8,7 @@ from sentcl.objectives.dclr import DCLR, DCLRConfig
 from sentcl.objectives.info_nce import InfoNCE, InfoNCEConfig, info_nce_loss
 from sentcl.objectives.moco import MoCo, MoCoConfig
 from sentcl.objectives.nt_xent import NTXent, NTXentConfig
+from sentcl.objectives.sg_opt import SelfGuided, SGConfig
 from sentcl.objectives.tacl import TaCL, TaCLConfig
 from sentcl.objectives.vascl import VaSCL, VaSCLConfig
 
@@ -19,6 +20,7 @@ REGISTRY: dict[str, tuple[type, type]] = {
     "dclr": (DCLR, DCLRConfig),
     "vascl": (VaSCL, VaSCLConfig),
     "tacl": (TaCL, TaCLConfig),
+    "sg_opt": (SelfGuided, SGConfig),
 }
 
 
@@ -43,6 +45,8 @@ __all__ = [
     "Objective",
     "ObjectiveConfig",
     "ObjectiveOutput",
+    "SGConfig",
+    "SelfGuided",
     "TaCL",
     "TaCLConfig",
     "VaSCL",

@@ -138,6 +138,7 @@ OBJECTIVES = {
     "tacl": ({"name": "tacl"}, {"n_views": 1}),
     "sg_opt": ({"name": "sg_opt", "projection_size": 16}, {"n_views": 1}),
     "sg": ({"name": "sg_opt", "projection_size": 16, "optimised": False}, {"n_views": 1}),
+    "ease": ({"name": "ease"}, {"text_columns": 1, "n_views": 2}, {}, "ease"),
     "simcse+child_tuning_F": ({"name": "simcse"}, {}, {"child_tuning": {"mode": "F", "reserve": 0.3}}),
     "simcse+child_tuning_D": ({"name": "simcse"}, {}, {"child_tuning": {"mode": "D", "fisher_batches": 2}}),
 }
@@ -150,6 +151,12 @@ def test_every_objective_trains_checkpoints_and_resumes_exactly(
     import sentcl.training.loop as loop_module
 
     objective, data, *extra = OBJECTIVES[method]
+    if extra[1:] == ["ease"]:  # (sentence, entity, hard-negative entity) rows
+        wiki_file = tmp_path / "ease.tsv"
+        entities = ["Dog", "Cat", "Ball", "Book", "Car", "Music"]
+        wiki_file.write_text(
+            "".join(f"{s}\t{entities[i % 6]}\t{entities[(i + 1) % 6]}\n" for i, s in enumerate(SENTENCES * 2))
+        )
 
     def run(folder, **training):
         training |= extra[0] if extra else {}

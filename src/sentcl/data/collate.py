@@ -76,13 +76,22 @@ class ContrastiveDataset(torch.utils.data.Dataset):
     """
 
     def __init__(
-        self, records: Records, tokenizer, max_length: int = DEFAULT_MAX_LENGTH, n_views: int | None = None
+        self,
+        records: Records,
+        tokenizer,
+        max_length: int = DEFAULT_MAX_LENGTH,
+        n_views: int | None = None,
+        text_columns: int | None = None,
     ):
         if max_length < 2:
             raise DataError(f"{records.path}: max_length must be at least 2, got {max_length}")
         self.records = records
         self.max_length = max_length
-        columns = records.n_columns
+        if text_columns is not None and text_columns > records.n_columns:
+            raise DataError(
+                f"{records.path}: data.text_columns is {text_columns} but the rows have {records.n_columns}"
+            )
+        columns = text_columns or records.n_columns  # columns after these are labels (e.g. EASE's entity)
         self.n_views = n_views if n_views is not None else (2 if columns == 1 else columns)
         if columns > 1 and self.n_views != columns:
             raise DataError(f"{records.path}: {columns} columns but {self.n_views} views were asked for")
@@ -133,6 +142,9 @@ class DataConfig:
     header: bool | None = None
     #: views per example; null = 2 for one-sentence-per-line data, else the number of columns.
     n_views: int | None = None
+    #: how many leading columns are texts to encode; the others are labels an objective reads (EASE's
+    #: entity and hard-negative entity). null = every column is a text.
+    text_columns: int | None = None
 
     def validate(self) -> None:
         if not self.train_file:
@@ -141,3 +153,5 @@ class DataConfig:
             raise ConfigError(f"max_length: must be at least 2, got {self.max_length}")
         if self.n_views is not None and self.n_views < 1:
             raise ConfigError(f"n_views: must be positive, got {self.n_views}")
+        if self.text_columns is not None and self.text_columns < 1:
+            raise ConfigError(f"text_columns: must be positive, got {self.text_columns}")

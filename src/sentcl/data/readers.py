@@ -22,6 +22,7 @@ logger = logging.getLogger(__name__)
 
 #: Header names accepted (case-insensitive) in the first row of a csv/tsv.
 HEADER_NAMES = {"sent0", "sent1", "hard_neg", "anchor", "positive", "negative", "sentence1", "sentence2"}
+HEADER_NAMES |= {"sentence", "entity", "hard_negative_entity"}  # EASE's (sentence, entity) pairs
 
 
 class DataError(ValueError):

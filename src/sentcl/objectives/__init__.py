@@ -5,6 +5,7 @@ auxiliary MLM loss when the recipe asks for it (``objective.mlm_weight > 0``).""
 from sentcl.objectives.align_uniform import AlignUniform, AlignUniformConfig
 from sentcl.objectives.base import Objective, ObjectiveConfig, ObjectiveOutput
 from sentcl.objectives.dclr import DCLR, DCLRConfig
+from sentcl.objectives.ease import EASE, EASEConfig
 from sentcl.objectives.info_nce import InfoNCE, InfoNCEConfig, info_nce_loss
 from sentcl.objectives.moco import MoCo, MoCoConfig
 from sentcl.objectives.nt_xent import NTXent, NTXentConfig
@@ -21,6 +22,7 @@ REGISTRY: dict[str, tuple[type, type]] = {
     "vascl": (VaSCL, VaSCLConfig),
     "tacl": (TaCL, TaCLConfig),
     "sg_opt": (SelfGuided, SGConfig),
+    "ease": (EASE, EASEConfig),
 }
 
 
@@ -36,8 +38,10 @@ def build_objective(name: str, config: ObjectiveConfig, encoder) -> Objective:
 
 __all__ = [
     "DCLR",
+    "EASE",
     "REGISTRY",
     "AlignUniform",
+    "EASEConfig",
     "InfoNCE",
     "InfoNCEConfig",
     "MoCo",

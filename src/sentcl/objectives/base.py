@@ -53,6 +53,10 @@ class Objective(nn.Module):
     def forward(self, encoded, batch=None) -> ObjectiveOutput:  # pragma: no cover - interface
         raise NotImplementedError
 
+    def bind_records(self, records) -> None:
+        """See the training rows before the optimiser is built (``batch.indices`` index them); objectives
+        whose data carries labels (EASE's entities) build their tables here."""
+
 
 def keep_reference(module: nn.Module, name: str, other: nn.Module) -> None:
     """Hold ``other`` without registering it: its parameters stay the encoder's, not counted twice."""

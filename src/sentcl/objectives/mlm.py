@@ -117,6 +117,9 @@ class WithMLM(Objective):
         self.head = build_mlm_head(encoder)
         keep_reference(self, "encoder", encoder)
 
+    def bind_records(self, records) -> None:
+        self.inner.bind_records(records)
+
     def forward(self, encoded, batch=None) -> ObjectiveOutput:
         if batch is None:
             raise ValueError("the MLM objective needs the batch's token ids")

@@ -105,8 +105,12 @@ def train(config: TrainConfig) -> TrainResult:
             except FileNotFoundError as exc:
                 logger.warning("geometry is not logged: %s", exc)
     encoder = SentenceEncoder.from_config(config.model).to(device)
-    dataset = ContrastiveDataset(records, encoder.tokenizer, config.data.max_length, config.data.n_views)
-    objective = build_objective(config.objective_name, config.objective, encoder).to(device)
+    dataset = ContrastiveDataset(
+        records, encoder.tokenizer, config.data.max_length, config.data.n_views, config.data.text_columns
+    )
+    objective = build_objective(config.objective_name, config.objective, encoder)
+    objective.bind_records(records)  # objectives with labels in the data (EASE's entities) read them here
+    objective = objective.to(device)
     if loop.gradcache_chunk > 0 and not objective.supports_gradcache:
         raise ConfigError(
             f"training.gradcache_chunk: objective {config.objective_name!r} runs its own passes on the "

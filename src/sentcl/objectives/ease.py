@@ -1,0 +1,167 @@
+"""EASE (Nishikawa et al., NAACL 2022): entity-aware contrastive learning of sentence embeddings.
+
+Training data are (sentence, entity) pairs — a sentence and an entity it is about (EASE: a Wikipedia
+sentence and the title of a page its hyperlink points to) — optionally with a hard-negative entity:
+
+    sentence <TAB> entity [<TAB> hard_negative_entity]          (.tsv; header optional:
+                                                                   sentence, entity, hard_negative_entity)
+
+with ``data.text_columns: 1`` (only the sentence is encoded; the entity columns are labels). The
+entities form a learnable embedding table e (initialised from ``entity_vectors``, a .tsv of
+``name <TAB> v1 <TAB> … <TAB> vd`` such as exported Wikipedia2Vec vectors, where given, N(0, 0.02)
+otherwise), mapped to the sentence space by a linear W. For sentence h_i with entity e_i:
+
+    L_ent,i  = −log e^{cos(h_i, W e_i)/τ} / Σ_j (e^{cos(h_i, W e_j)/τ} + e^{cos(h_i, W e_j⁻)/τ})
+    L        = L_ent + λ · L_self           (L_self: SimCSE's dropout-view InfoNCE)
+
+over the batch's entities (an in-batch entity equal to e_i other than its own column is masked: it is
+no negative) and the hard negatives e_j⁻ where the data has them. EASE's τ is 0.05 and λ = 1 (our
+reading); the entity vectors of the paper are Wikipedia2Vec's.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from sentcl.config import ConfigError, expand_path
+from sentcl.data import DataError
+from sentcl.model import EncodedBatch, SentenceEncoder
+from sentcl.objectives.base import Objective, ObjectiveConfig, ObjectiveOutput
+from sentcl.objectives.info_nce import info_nce_loss
+from sentcl.objectives.similarity import cosine_matrix
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class EASEConfig(ObjectiveConfig):
+    temperature: float = 0.05
+    #: λ of the self-supervised (dropout-view) InfoNCE term; 0 = entity term only
+    self_weight: float = 1.0
+    #: .tsv of entity vectors (name, then the values); "" = random initialisation
+    entity_vectors: str = ""
+    #: dimension of a randomly initialised table (ignored with entity_vectors); 0 = the encoder's
+    entity_dim: int = 0
+    freeze_entities: bool = False
+
+    def validate(self) -> None:
+        super().validate()
+        if not self.temperature > 0:
+            raise ConfigError(f"temperature: must be positive, got {self.temperature}")
+        if self.self_weight < 0 or self.entity_dim < 0:
+            raise ConfigError("self_weight and entity_dim must be ≥ 0")
+
+
+def read_entity_vectors(path: str | Path) -> dict[str, torch.Tensor]:
+    """``name<TAB>v1<TAB>…`` per line; every error names file:line."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: entity vectors file not found")
+    vectors: dict[str, torch.Tensor] = {}
+    dim = None
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        name, *values = line.rstrip("\n").split("\t")
+        try:
+            vector = torch.tensor([float(v) for v in values])
+        except ValueError:
+            raise DataError(f"{path}:{number}: the values after the name must be numbers") from None
+        if dim is None:
+            dim = len(vector)
+        if len(vector) != dim or dim == 0:
+            raise DataError(f"{path}:{number}: {len(vector)} values, expected {dim} like the lines above")
+        if name in vectors:
+            raise DataError(f"{path}:{number}: entity {name!r} appears twice")
+        vectors[name] = vector
+    if not vectors:
+        raise DataError(f"{path}:1: no entity vectors in the file")
+    return vectors
+
+
+def ease_entity_loss(
+    sentences: torch.Tensor,  # [B, D]
+    entities: torch.Tensor,  # [B, D] W e_i
+    entity_ids: torch.Tensor,  # [B]
+    hard_negatives: torch.Tensor | None,  # [B, D] W e_i⁻, or None
+    temperature: float,
+) -> torch.Tensor:
+    logits = cosine_matrix(sentences, entities) / temperature  # [B, B]
+    same = entity_ids[:, None] == entity_ids[None, :]
+    duplicate = same & ~torch.eye(len(entity_ids), dtype=torch.bool, device=same.device)
+    logits = logits.masked_fill(duplicate, float("-inf"))  # the same entity again is no negative
+    if hard_negatives is not None:
+        logits = torch.cat([logits, cosine_matrix(sentences, hard_negatives) / temperature], dim=1)
+    return F.cross_entropy(logits, torch.arange(len(sentences), device=sentences.device))
+
+
+class EASE(Objective):
+    def __init__(self, config: EASEConfig | None = None, encoder: SentenceEncoder | None = None):
+        super().__init__()
+        self.config = config or EASEConfig()
+        if encoder is None:
+            raise ValueError("EASE needs the encoder (its dimension)")
+        self.sentence_dim = encoder.dimension
+        self.index: dict[str, int] = {}
+        self.entities: nn.Embedding | None = None
+        self.projection: nn.Linear | None = None
+        self.rows: list[tuple[int, int | None]] = []  # per training row: (entity id, hard negative id)
+
+    def bind_records(self, records) -> None:
+        """Build the entity vocabulary and table from the rows' entity columns (after the sentence)."""
+        if records.n_columns not in (2, 3):
+            raise DataError(
+                f"{records.path}: EASE reads sentence, entity[, hard_negative_entity] rows "
+                f"(data.text_columns: 1); these rows have {records.n_columns} column(s)"
+            )
+        names = sorted({name for row in records.rows for name in row[1:]})
+        self.index = {name: i for i, name in enumerate(names)}
+        self.rows = [
+            (self.index[row[1]], self.index[row[2]] if len(row) == 3 else None) for row in records.rows
+        ]
+        c = self.config
+        vectors = (
+            read_entity_vectors(expand_path(c.entity_vectors, "objective.entity_vectors"))
+            if c.entity_vectors
+            else {}
+        )
+        dim = len(next(iter(vectors.values()))) if vectors else (c.entity_dim or self.sentence_dim)
+        self.entities = nn.Embedding(len(names), dim)
+        nn.init.normal_(self.entities.weight, std=0.02)
+        found = [name for name in names if name in vectors]
+        with torch.no_grad():
+            for name in found:
+                self.entities.weight[self.index[name]] = vectors[name]
+        if vectors:
+            logger.info(
+                "EASE: %d of %d entities initialised from %s", len(found), len(names), c.entity_vectors
+            )
+        self.entities.weight.requires_grad_(not c.freeze_entities)
+        self.projection = nn.Linear(dim, self.sentence_dim, bias=False)
+        nn.init.normal_(self.projection.weight, std=dim**-0.5)
+
+    def forward(self, encoded: EncodedBatch, batch=None) -> ObjectiveOutput:
+        if self.entities is None or batch is None:
+            raise ValueError("EASE needs bind_records() first and the batch's row indices")
+        c, embeddings = self.config, encoded.embeddings
+        device = embeddings.device
+        pairs = [self.rows[int(i)] for i in batch.indices]
+        entity_ids = torch.tensor([p[0] for p in pairs], device=device)
+        entities = self.projection(self.entities(entity_ids))
+        hard = None
+        if pairs[0][1] is not None:
+            hard = self.projection(self.entities(torch.tensor([p[1] for p in pairs], device=device)))
+        entity_term = ease_entity_loss(embeddings[:, 0], entities, entity_ids, hard, c.temperature)
+        loss, terms = entity_term, {"entity": entity_term.detach()}
+        if c.self_weight > 0:
+            if embeddings.shape[1] < 2:
+                raise ValueError("EASE's self-supervised term needs 2 dropout views (data.n_views: 2)")
+            self_term = info_nce_loss(embeddings[:, 0], embeddings[:, 1], temperature=c.temperature)
+            loss, terms = loss + c.self_weight * self_term, terms | {"self": self_term.detach()}
+        return ObjectiveOutput(loss=loss, terms=terms)

@@ -12,8 +12,10 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-# Debian's Chromium for the web-page test (Playwright drives it; it never downloads a browser).
+# Debian's Chromium for the web-page test (Playwright drives it; it never downloads a browser), and
+# Debian's WordNet 3.0 for CLINE (read with nltk's reader; nothing is downloaded at run time).
 CHROMIUM := /usr/bin/chromium
+WORDNET  := /usr/share/wordnet/data.noun
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: demo test lint unit setup clean
@@ -31,18 +33,22 @@ demo: $(STAMP)
 	$(BIN)/sentcl train configs/demo_simcse_unsup_minilm.yaml --output runs/demo --overwrite
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks scripts
+	$(BIN)/ruff format --check src tests benchmarks scripts
 	$(BIN)/lint-imports
 
 $(CHROMIUM):
 	$(SUDO) apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium
 
-unit: $(STAMP)
+$(WORDNET):
+	$(SUDO) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq wordnet-base
+
+unit: $(STAMP) $(WORDNET)
 	$(BIN)/pytest -m "not integration"
 
-test: lint $(CHROMIUM)
+test: lint $(CHROMIUM) $(WORDNET)
 	$(BIN)/pytest
 
 clean:

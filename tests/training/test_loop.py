@@ -138,6 +138,7 @@ OBJECTIVES = {
     "tacl": ({"name": "tacl"}, {"n_views": 1}),
     "sg_opt": ({"name": "sg_opt", "projection_size": 16}, {"n_views": 1}),
     "sg": ({"name": "sg_opt", "projection_size": 16, "optimised": False}, {"n_views": 1}),
+    "cline": ({"name": "cline", "mlm_weight": 0.5}, {"n_views": 1}),
     "ease": ({"name": "ease"}, {"text_columns": 1, "n_views": 2}, {}, "ease"),
     "simcse+child_tuning_F": ({"name": "simcse"}, {}, {"child_tuning": {"mode": "F", "reserve": 0.3}}),
     "simcse+child_tuning_D": ({"name": "simcse"}, {}, {"child_tuning": {"mode": "D", "fisher_batches": 2}}),

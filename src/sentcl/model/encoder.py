@@ -143,12 +143,23 @@ class SentenceEncoder(nn.Module):
     # ----------------------------------------------------------------------------------- forward
     def _pool(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """[N, L] ids → [N, H] pooled vectors (no head)."""
+        return self._pool_with_states(input_ids, attention_mask)[0]
+
+    def _pool_with_states(self, input_ids, attention_mask) -> tuple[torch.Tensor, torch.Tensor]:
         needs_all = self.pooler in NEEDS_HIDDEN_STATES
         out = self.backbone(
             input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=needs_all
         )
         hidden_states = out.hidden_states if needs_all else None
-        return POOLERS[self.pooler](out.last_hidden_state, hidden_states, attention_mask)
+        return POOLERS[self.pooler](
+            out.last_hidden_state, hidden_states, attention_mask
+        ), out.last_hidden_state
+
+    def forward_with_states(self, input_ids, attention_mask) -> tuple[torch.Tensor, torch.Tensor]:
+        """Training path on [N, L] ids → (embeddings [N, D] as ``forward`` gives them, last-layer token
+        states [N, L, H]) from one pass: for objectives with token-level terms (CLINE's detection)."""
+        pooled, states = self._pool_with_states(input_ids, attention_mask)
+        return (self.head(pooled) if self.head is not None else pooled), states
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> EncodedBatch:
         """Training path: [B, V, L] → EncodedBatch(embeddings [B, V, D]), one backbone pass over B·V."""

@@ -4,6 +4,7 @@ auxiliary MLM loss when the recipe asks for it (``objective.mlm_weight > 0``).""
 
 from sentcl.objectives.align_uniform import AlignUniform, AlignUniformConfig
 from sentcl.objectives.base import Objective, ObjectiveConfig, ObjectiveOutput
+from sentcl.objectives.cline import CLINE, CLINEConfig
 from sentcl.objectives.dclr import DCLR, DCLRConfig
 from sentcl.objectives.ease import EASE, EASEConfig
 from sentcl.objectives.info_nce import InfoNCE, InfoNCEConfig, info_nce_loss
@@ -23,6 +24,7 @@ REGISTRY: dict[str, tuple[type, type]] = {
     "tacl": (TaCL, TaCLConfig),
     "sg_opt": (SelfGuided, SGConfig),
     "ease": (EASE, EASEConfig),
+    "cline": (CLINE, CLINEConfig),
 }
 
 
@@ -37,10 +39,12 @@ def build_objective(name: str, config: ObjectiveConfig, encoder) -> Objective:
 
 
 __all__ = [
+    "CLINE",
     "DCLR",
     "EASE",
     "REGISTRY",
     "AlignUniform",
+    "CLINEConfig",
     "EASEConfig",
     "InfoNCE",
     "InfoNCEConfig",

@@ -18,7 +18,7 @@ CHROMIUM := /usr/bin/chromium
 WORDNET  := /usr/share/wordnet/data.noun
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test lint unit setup clean
+.PHONY: demo test lint unit setup clean bench
 
 setup: $(STAMP)
 
@@ -50,6 +50,11 @@ unit: $(STAMP) $(WORDNET)
 
 test: lint $(CHROMIUM) $(WORDNET)
 	$(BIN)/pytest
+
+# sentcl against sentence-transformers on this machine (< 20 min on 2 cores): docs/benchmarks.md explains it.
+bench: $(STAMP)
+	mkdir -p runs/bench
+	$(BIN)/python benchmarks/bench.py --out runs/bench/table.md --json runs/bench/results.json
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache

@@ -105,3 +105,19 @@ def test_raw_model_defaults_to_avg_and_run_folder_resolves_to_its_model(tmp_path
     encoder = SentenceEncoder.from_config(ModelConfig(str(tiny_model_dir), pooler="cls_before_pooler"))
     encoder.save(tmp_path / "run" / "model")
     assert SentenceEncoder.load(str(tmp_path / "run")).pooler == "cls_before_pooler"
+
+
+def test_int8_copy_quantises_the_linear_layers_and_keeps_the_embeddings_close(tiny_model_dir):
+    from torch.ao.nn.quantized.dynamic import Linear as DynamicInt8Linear
+
+    encoder = SentenceEncoder.load(str(tiny_model_dir), pooler="avg")
+    quantized = encoder.quantized_int8()
+    kinds = {type(m) for m in quantized.backbone.modules()}
+    assert DynamicInt8Linear in kinds and torch.nn.Linear not in kinds
+    assert any(
+        isinstance(m, torch.nn.Linear) for m in encoder.backbone.modules()
+    )  # the original is untouched
+    sentences = ["a man plays the ball", "the dog runs on the street", "a woman reads a book"]
+    full, small = encoder.encode(sentences), quantized.encode(sentences)
+    cosines = (full * small).sum(1) / (np.linalg.norm(full, axis=1) * np.linalg.norm(small, axis=1))
+    assert cosines.min() > 0.99 and not np.array_equal(full, small)

@@ -50,6 +50,8 @@ def test_unsupervised_run_writes_best_model_log_and_summary(
     assert [r["step"] for r in evals] == [0, 3, 6]
     assert [r["step"] for r in records if "loss" in r] == [2, 4, 6]
     assert all(r["lr"] >= 0 for r in records if "lr" in r)
+    # real tokens per logging window (2 steps × 4 sentences × 2 views, no padding counted)
+    assert all(16 < r["tokens"] < 2 * 4 * 2 * 16 for r in records if "loss" in r)
     for r in evals:  # each evaluation leaves a point of the run's alignment–uniformity trajectory
         assert {"align", "uniform", "avg_cos_random", "effective_rank"} <= set(r["geometry"])
     trained = {r["step"]: r["eval"]["stsb_dev_spearman"] for r in evals if r["step"] > 0}

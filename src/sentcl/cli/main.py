@@ -87,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_fit_arguments(p)
     p.add_argument("--save-postprocess", help="save the fitted post-processor in this folder")
+    p.add_argument("--int8", action="store_true", help="dynamic int8 Linear layers (CPU): faster, see docs")
 
     p = commands.add_parser("encode", help="embed a text file (one sentence per line) into a .npy matrix")
     p.add_argument("model")
@@ -95,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pooler", choices=list(POOLERS))
     p.add_argument("--normalize", action="store_true", help="L2-normalise the rows")
     p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--int8", action="store_true", help="dynamic int8 Linear layers (CPU): faster, see docs")
 
     p = commands.add_parser("index", help="build a faiss index of a corpus (one sentence per line)")
     p.add_argument("model")
@@ -185,8 +187,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
     data_dir = resolve_data_dir(args.data_dir)
     suite = EvaluationSuite(data_dir, args.tasks, args.aggregation)
     encoder = SentenceEncoder.load(args.model, pooler=args.pooler)
+    encoder = encoder.quantized_int8() if args.int8 else encoder
     embedder = SimpleNamespace(encode=partial(encoder.encode, batch_size=args.batch_size))
-    label = f"{args.model} (pooler {encoder.pooler})"
+    label = f"{args.model} (pooler {encoder.pooler}{', int8' if args.int8 else ''})"
     if args.postprocess:
         if Path(args.postprocess).is_dir():
             processor = load_postprocessor(args.postprocess)
@@ -219,6 +222,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
 def run_encode(args: argparse.Namespace) -> int:
     sentences = [row[0] for row in read_sentences(args.input).rows]
     encoder = SentenceEncoder.load(args.model, pooler=args.pooler)
+    encoder = encoder.quantized_int8() if args.int8 else encoder
     vectors = encoder.encode(
         sentences, batch_size=args.batch_size, normalize=args.normalize, show_progress=True
     )

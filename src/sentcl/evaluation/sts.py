@@ -132,21 +132,22 @@ def score_tasks(embedder: Embedder, tasks: Sequence[STSTask]) -> STSReport:
 
 
 def parse_tasks(spec: str | Sequence[str]) -> list[tuple[str, tuple[str, ...] | None]]:
-    """``sts`` (the 7-task table), ``stsb-dev``, or a comma-separated list of task names."""
+    """``sts`` (the 7-task table), ``stsb-dev`` (or ``-train``/``-test``: one split of STS-B), or a
+    comma-separated list of task names."""
     items = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec) if s.strip()]
     requests: list[tuple[str, tuple[str, ...] | None]] = []
     for item in items:
         key = item.lower()
         if key == "sts":
             requests += [(task, None) for task in STS_TASKS]
-        elif key == "stsb-dev":
-            requests.append(("STSBenchmark", ("dev",)))
+        elif key in ("stsb-dev", "stsb-train", "stsb-test"):
+            requests.append(("STSBenchmark", (key.removeprefix("stsb-"),)))
         elif key in _ALIASES:
             requests.append((_ALIASES[key], None))
         elif key == "transfer":
             raise TaskSpecError("transfer tasks are evaluated by TransferEvaluator (evaluation/transfer.py)")
         else:
-            known = "sts, stsb-dev, " + ", ".join(STS_TASKS)
+            known = "sts, stsb-dev, stsb-train, stsb-test, " + ", ".join(STS_TASKS)
             raise TaskSpecError(f"unknown evaluation task {item!r}; known: {known}")
     if not requests:
         raise TaskSpecError("no evaluation task given")

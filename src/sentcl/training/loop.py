@@ -13,6 +13,7 @@ dropout masks and updates an uninterrupted run would have seen. Under torchrun s
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -61,6 +62,15 @@ class TrainResult:
     def summary(self) -> dict:
         keys = ("steps", "primary_metric", "initial_metrics", "best_metrics", "best_step")
         return {k: getattr(self, k) for k in keys} | {"model": str(self.output_dir / "model")}
+
+
+def autocast_context(kind: str, device: torch.device):
+    """``training.autocast``: bf16 autocast of the forward passes, or nothing."""
+    if kind == "none":
+        return contextlib.nullcontext()
+    if device.type == "cpu":
+        logger.warning("training.autocast: bfloat16 on the CPU is usually far slower than fp32")
+    return torch.autocast(device.type, dtype=torch.bfloat16)
 
 
 def prepare_output_dir(path: Path, overwrite: bool, resume: bool) -> None:
@@ -186,7 +196,8 @@ def train(config: TrainConfig) -> TrainResult:
         total=total_steps, initial=state.step, desc="training", unit="step", disable=not context.is_main
     )
     share = loop.batch_size // context.world_size  # this rank's slice of each global batch
-    window, started = [], time.perf_counter()
+    amp = autocast_context(loop.autocast, device)
+    window, window_tokens, started = [], 0, time.perf_counter()
     try:
         while state.step < total_steps:
             epoch_order_state = order.get_state()
@@ -195,7 +206,8 @@ def train(config: TrainConfig) -> TrainResult:
                 indices = permutation[position * loop.batch_size : (position + 1) * loop.batch_size]
                 indices = indices[context.rank * share : (context.rank + 1) * share]
                 batch = dataset.collate([dataset[int(i)] for i in indices]).to(device)
-                output = forward_backward(encoder, objective, batch, loop.gradcache_chunk)
+                with amp:
+                    output = forward_backward(encoder, objective, batch, loop.gradcache_chunk)
                 if not torch.isfinite(output.loss):
                     optimizer.zero_grad(set_to_none=True)
                     lines = [records.lines[int(i)] for i in batch.indices]
@@ -216,15 +228,17 @@ def train(config: TrainConfig) -> TrainResult:
                 state.batch_in_epoch = position + 1
                 terms = {k: v.item() for k, v in output.terms.items()} | {"loss": output.loss.item()}
                 window.append({k: distributed.mean_over_ranks(v, context) for k, v in terms.items()})
+                window_tokens += int(batch.attention_mask.sum())  # real (non-padding) tokens, this rank
                 progress.update(1)
                 if state.step % loop.logging_steps == 0 or state.step == total_steps:
                     means = {k: sum(w[k] for w in window) / len(window) for k in window[0]}
-                    elapsed = round(time.perf_counter() - started, 2)
+                    elapsed = round(time.perf_counter() - started, 4)
+                    lr = scheduler.get_last_lr()[0]
                     log.write(
-                        {"step": state.step, **means, "lr": scheduler.get_last_lr()[0], "seconds": elapsed}
+                        {"step": state.step, **means, "lr": lr, "seconds": elapsed, "tokens": window_tokens}
                     )
                     progress.set_description(f"training loss {means['loss']:.3g}")
-                    window = []
+                    window, window_tokens = [], 0
                 if loop.eval_steps and (state.step % loop.eval_steps == 0 or state.step == total_steps):
                     if evaluator is not None:
                         consider(state.step, evaluate(state.step))

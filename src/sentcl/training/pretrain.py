@@ -22,7 +22,6 @@ where it has none). A run writes into ``output_dir``:
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import logging
@@ -30,7 +29,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
@@ -50,7 +49,7 @@ from sentcl.model.backbone import resolve_model_path
 from sentcl.objectives.mlm import head_loss, mask_tokens, split_mlm_model
 from sentcl.training import distributed
 from sentcl.training.checkpoint import LoopState, load_checkpoint, save_checkpoint
-from sentcl.training.loop import TrainingError, prepare_output_dir
+from sentcl.training.loop import TrainingError, autocast_context, prepare_output_dir
 from sentcl.training.metrics_log import MetricsLog
 from sentcl.training.optim import build_optimizer, build_scheduler
 from sentcl.training.recipe import RunConfig
@@ -120,8 +119,6 @@ class PretrainLoopConfig(RunConfig):
     logging_steps: int = 50
     #: mean-pooled STS probe at each evaluation (information only: the final model is kept); "" = off
     eval_task: str = "stsb-dev"
-    #: bfloat16 autocast (for GPUs; on most CPUs bf16 is far slower than fp32)
-    autocast: Literal["none", "bfloat16"] = "none"
 
 
 @dataclass
@@ -279,8 +276,7 @@ def pretrain(config: PretrainConfig) -> PretrainResult:
         yaml.safe_dump(config.to_dict(), handle, sort_keys=False)
     set_seed(loop.seed)
     device = distributed.select_device(loop.device, context)
-    if loop.autocast == "bfloat16" and device.type == "cpu":
-        logger.warning("training.autocast: bfloat16 on the CPU is usually far slower than fp32")
+    amp = autocast_context(loop.autocast, device)
 
     sentences = read_pretrain_sentences(config.data.train_files)
     held_out = config.data.eval_sentences if loop.eval_steps > 0 else 0
@@ -329,11 +325,6 @@ def pretrain(config: PretrainConfig) -> PretrainResult:
         total_steps, loop.batch_size, device, parameters / 1e6,
     )  # fmt: skip
     log = MetricsLog(output_dir / "metrics.jsonl", state.step if loop.resume else None)
-    amp = (
-        torch.autocast(device.type, dtype=torch.bfloat16)
-        if loop.autocast == "bfloat16"
-        else contextlib.nullcontext()
-    )
 
     def masked_loss(ids, mask, words, generator=None) -> torch.Tensor:
         masked, labels = mask_tokens(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from sentcl.config import ConfigError, apply_overrides, from_dict, load_yaml, to_dict
 from sentcl.data import DataConfig
@@ -46,6 +46,8 @@ class RunConfig:
     #: continue from output_dir/checkpoint (exactly: same batches, masks and updates)
     resume: bool = False
     device: str = "auto"
+    #: bfloat16 autocast of the forward passes (for GPUs; on most CPUs bf16 is far slower than fp32)
+    autocast: Literal["none", "bfloat16"] = "none"
 
     def validate(self) -> None:
         positive = {

@@ -1,0 +1,402 @@
+"""`make bench`: sentcl against sentence-transformers on the same machine, data, model and settings.
+
+    python benchmarks/bench.py [--device cpu|cuda] [--out docs/benchmarks.md] [--repeats 3]
+
+Every measurement runs in a process of its own (its peak RSS is that process's), peers alternating so
+that load on the machine hits both alike; each number is the median of ``--repeats`` runs.
+
+* **matmul ceiling**: fp32 GFLOP/s of transformer-shaped products ([B·L, d] × [d, 4d] and back) — the
+  machine's FLOP limit for this model, measured in the same run;
+* **training**: unsupervised SimCSE on all-MiniLM-L6-v2 (mean pooling, batch 64, max length 32, lr 3e-5,
+  τ = 0.05 ↔ scale 20), the same sentence pool from ../shared/data for both. sentcl: its ``train()`` (the
+  loop the CLI runs; per-step times and real tokens from metrics.jsonl). sentence-transformers: its
+  trainer with MultipleNegativesRankingLoss on (s, s) pairs, timed by a callback, real tokens counted in
+  its collator. Steps after ``WARMUP`` warm-up steps; FLOPs per step counted by
+  ``torch.utils.flop_counter`` on one step (the same computation for both);
+* **encode**: 10,000 real sentences, batch 64, each library's ``encode``;
+* **STS**: the STS evaluation over the STS data present (pairs of every present task), each library's
+  evaluator, end to end from a loaded model;
+* **int8**: sentcl's dynamic-int8 encode path, speed and STS-B dev cost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+WARMUP, STEPS, BATCH, MAX_LENGTH, LR = 3, 10, 64, 32, 3e-5
+ENCODE_SENTENCES = 10_000
+if os.environ.get("SENTCL_BENCH_QUICK"):  # a smoke test of the harness, not a measurement
+    WARMUP, STEPS, ENCODE_SENTENCES = 1, 2, 300
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def data_dir() -> Path:
+    return Path(os.environ.get("SENTCL_DATA", ROOT.parent / "shared" / "data"))
+
+
+def wiki(start: int, count: int) -> list[str]:
+    with gzip.open(data_dir() / "wiki" / "sentences.txt.gz", "rt", encoding="utf-8") as handle:
+        lines = [line.strip() for line in handle if line.strip()]
+    return lines[start : start + count]
+
+
+def model_path() -> str:
+    from sentcl.model.backbone import resolve_model_path
+
+    return resolve_model_path("sentence-transformers/all-MiniLM-L6-v2")
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+# ------------------------------------------------------------------------------------------ parts
+def part_ceiling(device: str) -> dict:
+    import torch
+
+    results = {}
+    tokens = BATCH * 2 * MAX_LENGTH
+    for m, k, n in ((tokens, 384, 1536), (tokens, 1536, 384), (tokens, 384, 384)):
+        a = torch.randn(m, k, device=device)
+        b = torch.randn(k, n, device=device)
+        times = []
+        for _ in range(15):
+            if device == "cuda":
+                torch.cuda.synchronize()
+            start = time.perf_counter()
+            a @ b
+            if device == "cuda":
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - start)
+        results[f"{m}x{k}x{n}"] = 2 * m * k * n / statistics.median(times[5:]) / 1e9
+    return {"gflops_by_shape": results, "gflops": max(results.values())}
+
+
+def count_step_flops(device: str) -> dict:
+    """FLOPs of one SimCSE step (forward + backward) of MiniLM on a batch of the pool."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from sentcl.data import ContrastiveDataset, Records
+    from sentcl.model import ModelConfig, SentenceEncoder
+    from sentcl.objectives import InfoNCE, InfoNCEConfig
+
+    encoder = SentenceEncoder.from_config(ModelConfig(name_or_path=model_path(), pooler="avg")).to(device)
+    sentences = wiki(0, BATCH)
+    records = Records("pool", [(s,) for s in sentences], list(range(1, BATCH + 1)))
+    dataset = ContrastiveDataset(records, encoder.tokenizer, MAX_LENGTH)
+    batch = dataset.collate([dataset[i] for i in range(BATCH)]).to(device)
+    objective = InfoNCE(InfoNCEConfig(temperature=0.05))
+    with FlopCounterMode(display=False) as counter:
+        objective(encoder(batch.input_ids, batch.attention_mask), batch).loss.backward()
+    return {
+        "flops": counter.get_total_flops(),
+        "padded_tokens": int(batch.attention_mask.numel()),
+        "real_tokens": int(batch.attention_mask.sum()),
+    }
+
+
+def part_train_sentcl(device: str) -> dict:
+    from sentcl.training import recipe_from_dict, train
+
+    with tempfile.TemporaryDirectory() as tmp:
+        pool = Path(tmp) / "pool.txt"
+        pool.write_text("\n".join(wiki(0, BATCH * (WARMUP + STEPS) * 2)) + "\n", encoding="utf-8")
+        config = recipe_from_dict(
+            {
+                "model": {"name_or_path": model_path(), "pooler": "avg"},
+                "data": {"train_file": str(pool), "max_length": MAX_LENGTH},
+                "objective": {"name": "simcse", "temperature": 0.05},
+                "training": {
+                    "output_dir": f"{tmp}/run", "batch_size": BATCH, "learning_rate": LR,
+                    "max_steps": WARMUP + STEPS, "eval_steps": 0, "logging_steps": 1, "seed": 42,
+                    "device": device, "autocast": "bfloat16" if device == "cuda" else "none",
+                },
+            }
+        )  # fmt: skip
+        train(config)
+        records = [
+            json.loads(line) for line in (Path(tmp) / "run" / "metrics.jsonl").read_text().splitlines()
+        ]
+    seconds = {r["step"]: r["seconds"] for r in records}
+    tokens = {r["step"]: r["tokens"] for r in records}
+    measured = range(WARMUP + 1, WARMUP + STEPS + 1)
+    elapsed = seconds[WARMUP + STEPS] - seconds[WARMUP]
+    return {
+        "sentences_per_s": BATCH * STEPS / elapsed,
+        "tokens_per_s": sum(tokens[s] for s in measured) / elapsed,
+    }
+
+
+def part_train_st(device: str) -> dict:
+    from datasets import Dataset
+    from sentence_transformers import (
+        SentenceTransformer,
+        SentenceTransformerTrainer,
+        SentenceTransformerTrainingArguments,
+        losses,
+    )
+    from transformers import TrainerCallback
+
+    stamps: dict[int, float] = {}
+
+    class Clock(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if device == "cuda":
+                import torch
+
+                torch.cuda.synchronize()
+            stamps[state.global_step] = time.perf_counter()
+
+    model = SentenceTransformer(model_path(), device=device)
+    model.max_seq_length = MAX_LENGTH
+    pool = wiki(0, BATCH * (WARMUP + STEPS) * 2)
+    dataset = Dataset.from_dict({"anchor": pool, "positive": pool})
+    with tempfile.TemporaryDirectory() as tmp:
+        args = SentenceTransformerTrainingArguments(
+            output_dir=tmp, per_device_train_batch_size=BATCH, learning_rate=LR, max_steps=WARMUP + STEPS,
+            logging_steps=10_000, save_strategy="no", report_to=[], seed=42, warmup_steps=0,
+            use_cpu=device == "cpu", bf16=device == "cuda", dataloader_drop_last=True,
+        )  # fmt: skip
+        trainer = SentenceTransformerTrainer(
+            model=model,
+            args=args,
+            train_dataset=dataset,
+            loss=losses.MultipleNegativesRankingLoss(model, scale=20.0),
+            callbacks=[Clock()],
+        )
+        counts: list[int] = []
+
+        class Counting:  # its own collator, counting the real tokens of every batch it makes
+            def __init__(self, inner):
+                self.inner = inner
+
+            def __getattr__(self, name):
+                return getattr(self.inner, name)
+
+            def __call__(self, features):
+                batch = self.inner(features)
+                counts.append(int(sum(v.sum() for k, v in batch.items() if k.endswith("attention_mask"))))
+                return batch
+
+        trainer.data_collator = Counting(trainer.data_collator)
+        trainer.train()
+    elapsed = stamps[WARMUP + STEPS] - stamps[WARMUP]
+    return {
+        "sentences_per_s": BATCH * STEPS / elapsed,
+        "tokens_per_s": sum(counts[WARMUP : WARMUP + STEPS]) / elapsed,
+    }
+
+
+def _timed(function, repeats: int = 1) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def part_encode_sentcl(device: str, int8: bool = False) -> dict:
+    from sentcl.evaluation import STSEvaluator
+    from sentcl.model import SentenceEncoder
+
+    encoder = SentenceEncoder.load(model_path()).to(device)
+    result = {}
+    if int8:
+        evaluator = STSEvaluator(data_dir(), "stsb-dev")
+        result["stsb_dev_fp32"] = evaluator(encoder)["stsb_dev_spearman"]
+        encoder = encoder.quantized_int8()
+        result["stsb_dev_int8"] = evaluator(encoder)["stsb_dev_spearman"]
+    sentences = wiki(20_000, ENCODE_SENTENCES)
+    encoder.encode(sentences[:256], batch_size=BATCH)  # warm-up
+    seconds = _timed(lambda: encoder.encode(sentences, batch_size=BATCH))
+    return result | {"sentences_per_s": len(sentences) / seconds}
+
+
+def part_encode_st(device: str) -> dict:
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(model_path(), device=device)
+    sentences = wiki(20_000, ENCODE_SENTENCES)
+    model.encode(sentences[:256], batch_size=BATCH)
+    seconds = _timed(lambda: model.encode(sentences, batch_size=BATCH))
+    return {"sentences_per_s": len(sentences) / seconds}
+
+
+def part_sts_sentcl(device: str) -> dict:
+    from sentcl.evaluation import STSEvaluator
+    from sentcl.model import SentenceEncoder
+
+    start = time.perf_counter()
+    encoder = SentenceEncoder.load(model_path()).to(device)
+    scores = STSEvaluator(data_dir(), "stsb-train,stsb-dev")(encoder)
+    return {"seconds": time.perf_counter() - start, "scores": scores}
+
+
+def part_sts_st(device: str) -> dict:
+    import csv
+
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.evaluation import EmbeddingSimilarityEvaluator
+
+    start = time.perf_counter()
+    model = SentenceTransformer(model_path(), device=device)
+    scores = {}
+    for split in ("train", "dev"):
+        path = data_dir() / "stsb" / "senteval" / f"sts-{split}.csv"
+        rows = list(csv.reader(path.open(encoding="utf-8"), delimiter="\t", quoting=csv.QUOTE_NONE))
+        rows = [r for r in rows if len(r) >= 7]
+        evaluator = EmbeddingSimilarityEvaluator(
+            [r[5] for r in rows], [r[6] for r in rows], [float(r[4]) for r in rows], name=f"stsb-{split}"
+        )
+        scores |= evaluator(model)
+    return {"seconds": time.perf_counter() - start, "scores": scores}
+
+
+PARTS = {
+    "ceiling": part_ceiling,
+    "flops": count_step_flops,
+    "train-sentcl": part_train_sentcl,
+    "train-st": part_train_st,
+    "encode-sentcl": part_encode_sentcl,
+    "encode-sentcl-int8": lambda device: part_encode_sentcl(device, int8=True),
+    "encode-st": part_encode_st,
+    "sts-sentcl": part_sts_sentcl,
+    "sts-st": part_sts_st,
+}
+
+
+def run_part(name: str, device: str) -> dict:
+    """One part in a fresh process; its JSON result plus the process's peak RSS."""
+    command = [sys.executable, __file__, "--part", name, "--device", device]
+    env = os.environ | {"TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"part {name} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def median_of(runs: list[dict], key: str) -> float:
+    return statistics.median(r[key] for r in runs)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--part", choices=sorted(PARTS), help=argparse.SUPPRESS)
+    parser.add_argument("--json", help="also write every measurement here")
+    parser.add_argument("--out", help="write the markdown table here")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: checks the harness only")
+    args = parser.parse_args()
+    if args.quick:
+        os.environ["SENTCL_BENCH_QUICK"] = "1"
+    if args.part:
+        result = PARTS[args.part](args.device)
+        print(json.dumps(result | {"peak_rss_mb": peak_rss_mb()}))
+        return 0
+
+    started = time.perf_counter()
+    runs: dict[str, list[dict]] = {name: [] for name in PARTS}
+    runs["ceiling"].append(run_part("ceiling", args.device))
+    runs["flops"].append(run_part("flops", args.device))
+    for _ in range(args.repeats):  # peers alternate, so machine load hits both alike
+        for name in ("train-sentcl", "train-st", "encode-sentcl", "encode-st", "sts-sentcl", "sts-st"):
+            runs[name].append(run_part(name, args.device))
+            print(f"{name}: {runs[name][-1]}", file=sys.stderr)
+    runs["encode-sentcl-int8"] = [run_part("encode-sentcl-int8", args.device)] if args.device == "cpu" else []
+    table = report(runs, args.device, time.perf_counter() - started)
+    print(table)
+    if args.out:
+        Path(args.out).write_text(table, encoding="utf-8")
+    if args.json:
+        Path(args.json).write_text(json.dumps(runs, indent=2), encoding="utf-8")
+    return 0
+
+
+def row(*cells) -> str:
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def report(runs: dict[str, list[dict]], device: str, seconds: float) -> str:
+    ceiling = runs["ceiling"][0]["gflops"]
+    flops = runs["flops"][0]
+    per_token = flops["flops"] / flops["padded_tokens"]  # the matmul work scales with the tokens
+    limit_tokens_per_s = ceiling * 1e9 / per_token
+
+    def rss(name: str) -> str:
+        return f"{max(r['peak_rss_mb'] for r in runs[name]):,.0f}"
+
+    def train_row(label: str, name: str) -> str:
+        rate, tokens = median_of(runs[name], "sentences_per_s"), median_of(runs[name], "tokens_per_s")
+        return row(label, f"{rate:.1f}", f"{tokens:,.0f}", f"{tokens / limit_tokens_per_s:.2f}", rss(name))
+
+    train_ratio = median_of(runs["train-sentcl"], "sentences_per_s") / median_of(
+        runs["train-st"], "sentences_per_s"
+    )
+    encode = {name: median_of(runs[name], "sentences_per_s") for name in ("encode-sentcl", "encode-st")}
+    sts = {name: median_of(runs[name], "seconds") for name in ("sts-sentcl", "sts-st")}
+    sts_scores = runs["sts-sentcl"][0]["scores"]
+    lines = [
+        f"Device {device}: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; fp32 matmul "
+        f"ceiling {ceiling:.1f} GFLOP/s; one SimCSE step ({BATCH} sentences × 2 views) = "
+        f"{flops['flops'] / 1e9:.1f} GFLOP on {flops['padded_tokens']} padded tokens "
+        f"({per_token / 1e6:.1f} MFLOP per token). Medians of {len(runs['train-sentcl'])} runs; the "
+        f"benchmark took {seconds / 60:.1f} min.",
+        "",
+        row("training: unsup. SimCSE, MiniLM, batch 64, len 32", "sentences/s", "real tokens/s",
+            "of FLOP limit", "peak RSS MB"),
+        row("---", "---:", "---:", "---:", "---:"),
+        train_row("sentcl", "train-sentcl"),
+        train_row("sentence-transformers (MNRL on (s, s))", "train-st"),
+        "",
+        f"Training ratio sentcl / sentence-transformers: **{train_ratio:.2f}×**.",
+        "",
+        row(f"encode: {ENCODE_SENTENCES:,} wiki sentences, batch {BATCH}", "sentences/s", "ratio",
+            "peak RSS MB"),
+        row("---", "---:", "---:", "---:"),
+        row("sentcl fp32", f"{encode['encode-sentcl']:.1f}",
+            f"{encode['encode-sentcl'] / encode['encode-st']:.2f}×", rss("encode-sentcl")),
+    ]  # fmt: skip
+    if runs["encode-sentcl-int8"]:
+        int8 = runs["encode-sentcl-int8"][0]
+        ratio = int8["sentences_per_s"] / encode["encode-st"]
+        lines.append(
+            row(
+                "sentcl int8 (dynamic)",
+                f"{int8['sentences_per_s']:.1f}",
+                f"{ratio:.2f}×",
+                rss("encode-sentcl-int8"),
+            )
+        )
+    lines += [
+        row("sentence-transformers", f"{encode['encode-st']:.1f}", "1.00×", rss("encode-st")),
+        "",
+        row("STS evaluation: STS-B train + dev, 7,249 pairs (load, encode, score)", "seconds", "peak RSS MB"),
+        row("---", "---:", "---:"),
+        row("sentcl", f"{sts['sts-sentcl']:.1f}", rss("sts-sentcl")),
+        row("sentence-transformers", f"{sts['sts-st']:.1f}", rss("sts-st")),
+        "",
+        f"sentcl's scores: {json.dumps({k: round(v, 2) for k, v in sts_scores.items()})}.",
+    ]
+    if runs["encode-sentcl-int8"]:
+        int8 = runs["encode-sentcl-int8"][0]
+        lines.append(
+            f"STS-B dev Spearman, fp32 → int8: {int8['stsb_dev_fp32']:.2f} → {int8['stsb_dev_int8']:.2f}."
+        )
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -12,11 +12,14 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import faiss
 import numpy as np
 
 from sentcl.atomic_write import atomic_folder
+
+if TYPE_CHECKING:
+    import faiss
 
 FLAT_LIMIT = 100_000
 
@@ -28,9 +31,16 @@ class Hit:
     id: int  # row in the corpus
 
 
+def _faiss():
+    """faiss, imported when an index is used (importing sentcl for training does not load it)."""
+    import faiss
+
+    return faiss
+
+
 def _normalise(x: np.ndarray) -> np.ndarray:
     x = np.ascontiguousarray(x, dtype=np.float32)
-    faiss.normalize_L2(x)
+    _faiss().normalize_L2(x)
     return x
 
 
@@ -50,6 +60,7 @@ class SentenceIndex:
         if len(texts) == 0:
             raise ValueError("cannot index an empty corpus")
         vectors = _normalise(embeddings)
+        faiss = _faiss()
         dim = vectors.shape[1]
         if kind == "auto":
             kind = "flat" if len(texts) < FLAT_LIMIT else "ivf"
@@ -87,7 +98,7 @@ class SentenceIndex:
 
     def save(self, folder: str | Path) -> Path:
         with atomic_folder(folder) as tmp:
-            faiss.write_index(self.index, str(tmp / "index.faiss"))
+            _faiss().write_index(self.index, str(tmp / "index.faiss"))
             with (tmp / "texts.jsonl").open("w", encoding="utf-8") as handle:
                 handle.writelines(json.dumps(text) + "\n" for text in self.texts)
             meta = {"kind": self.kind, "size": len(self), "dimension": self.index.d, "model": self.model}
@@ -104,4 +115,4 @@ class SentenceIndex:
         texts = [
             json.loads(line) for line in (folder / "texts.jsonl").read_text(encoding="utf-8").splitlines()
         ]
-        return cls(faiss.read_index(str(folder / "index.faiss")), texts, meta["kind"], meta.get("model"))
+        return cls(_faiss().read_index(str(folder / "index.faiss")), texts, meta["kind"], meta.get("model"))

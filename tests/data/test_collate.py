@@ -36,3 +36,25 @@ def test_view_count_must_match_columns(tokenizer):
     records = Records("pairs.csv", [("a", "b")], [1])
     with pytest.raises(DataError, match="2 columns but 3 views"):
         ContrastiveDataset(records, tokenizer, n_views=3)
+
+
+def test_group_by_length_keeps_every_example_and_cuts_padding():
+    import numpy as np
+    import torch
+
+    from sentcl.data.collate import group_by_length
+
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(5, 33, size=1030)
+    order = torch.randperm(1030, generator=torch.Generator().manual_seed(1))
+    grouped = group_by_length(order, lengths, 64, torch.Generator().manual_seed(2), span=4)
+    assert sorted(grouped.tolist()) == list(range(1030))  # a permutation: nothing lost, nothing twice
+    again = group_by_length(order, lengths, 64, torch.Generator().manual_seed(2), span=4)
+    assert torch.equal(grouped, again)  # deterministic given the generator (exact resume)
+
+    def padding(o):
+        batches = [lengths[o[i : i + 64].numpy()] for i in range(0, len(o), 64)]
+        return sum(int(b.max()) * len(b) - int(b.sum()) for b in batches)
+
+    assert padding(grouped) < 0.5 * padding(order)
+    assert len(grouped[16 * 64 :]) == 1030 - 16 * 64  # the partial batch stays last

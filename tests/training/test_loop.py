@@ -138,6 +138,7 @@ OBJECTIVES = {
     "vascl": ({"name": "vascl", "topk": 2}, {}),
     "simcse+mlm": ({"name": "simcse", "mlm_weight": 0.1}, {}),
     "tacl": ({"name": "tacl"}, {"n_views": 1}),
+    "simcse+group_by_length": ({"name": "simcse"}, {"group_by_length": True}),
     "sg_opt": ({"name": "sg_opt", "projection_size": 16}, {"n_views": 1}),
     "sg": ({"name": "sg_opt", "projection_size": 16, "optimised": False}, {"n_views": 1}),
     "cline": ({"name": "cline", "mlm_weight": 0.5}, {"n_views": 1}),

@@ -117,6 +117,27 @@ class ContrastiveDataset(torch.utils.data.Dataset):
     def collate(self, items: list[tuple[int, list[np.ndarray]]]) -> Batch:
         return collate_views(items, self.pad_token_id)
 
+    def lengths(self) -> np.ndarray:
+        """Tokens of each example: the longest of its views."""
+        return np.max([column.lengths() for column in self.columns], axis=0)
+
+
+def group_by_length(
+    order: torch.Tensor, lengths: np.ndarray, batch_size: int, generator: torch.Generator, span: int = 50
+) -> torch.Tensor:
+    """Reorder a shuffled ``order`` so each batch holds examples of similar length: within windows of
+    ``span`` batches the examples are sorted by length and cut into batches, then the full batches are
+    shuffled (the last, partial batch stays last). Deterministic given ``generator``."""
+    window = span * batch_size
+    batches: list[torch.Tensor] = []
+    for start in range(0, len(order), window):
+        chunk = order[start : start + window]
+        chunk = chunk[np.argsort(-lengths[chunk.numpy()], kind="stable")]
+        batches += list(chunk.split(batch_size))
+    tail = [batches.pop()] if len(batches[-1]) < batch_size else []
+    shuffled = [batches[i] for i in torch.randperm(len(batches), generator=generator)]
+    return torch.cat(shuffled + tail)
+
 
 def collate_views(items: list[tuple[int, list[np.ndarray]]], pad_token_id: int) -> Batch:
     """Pad every view of every example to the longest sequence in the batch."""
@@ -145,6 +166,9 @@ class DataConfig:
     #: how many leading columns are texts to encode; the others are labels an objective reads (EASE's
     #: entity and hard-negative entity). null = every column is a text.
     text_columns: int | None = None
+    #: batches of similar token length (less padding, fewer FLOPs); in-batch negatives then share a
+    #: length range. Off by default (SimCSE draws batches uniformly).
+    group_by_length: bool = False
 
     def validate(self) -> None:
         if not self.train_file:

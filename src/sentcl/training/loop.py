@@ -30,6 +30,7 @@ from sentcl.analysis.alignment_uniformity import geometry_snapshot, stsb_probe
 from sentcl.atomic_write import atomic_file
 from sentcl.config import ConfigError, expand_path
 from sentcl.data import ContrastiveDataset, read_records
+from sentcl.data.collate import group_by_length
 from sentcl.embedder import CachedEmbedder
 from sentcl.evaluation import STSEvaluator, resolve_data_dir
 from sentcl.model import SentenceEncoder
@@ -118,6 +119,7 @@ def train(config: TrainConfig) -> TrainResult:
     dataset = ContrastiveDataset(
         records, encoder.tokenizer, config.data.max_length, config.data.n_views, config.data.text_columns
     )
+    lengths = dataset.lengths()
     objective = build_objective(config.objective_name, config.objective, encoder)
     objective.bind_records(records)  # objectives with labels in the data (EASE's entities) read them here
     objective = objective.to(device)
@@ -202,6 +204,8 @@ def train(config: TrainConfig) -> TrainResult:
         while state.step < total_steps:
             epoch_order_state = order.get_state()
             permutation = torch.randperm(len(dataset), generator=order)
+            if config.data.group_by_length:
+                permutation = group_by_length(permutation, lengths, loop.batch_size, order)
             for position in range(state.batch_in_epoch, batches_per_epoch):
                 indices = permutation[position * loop.batch_size : (position + 1) * loop.batch_size]
                 indices = indices[context.rank * share : (context.rank + 1) * share]

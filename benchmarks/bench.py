@@ -207,13 +207,10 @@ def part_train_st(device: str) -> dict:
     }
 
 
-def _timed(function, repeats: int = 1) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return min(times)
+def _timed(function) -> float:
+    start = time.perf_counter()
+    function()
+    return time.perf_counter() - start
 
 
 def part_encode_sentcl(device: str, int8: bool = False) -> dict:

@@ -52,19 +52,26 @@ class TokenizedColumn:
         return np.diff(self.offsets)
 
 
-def tokenize_texts(
+def encode_in_chunks(
     tokenizer, texts: list[str], max_length: int, chunk: int = 4096, desc: str | None = None
-) -> TokenizedColumn:
-    """Tokenise with truncation to ``max_length`` (special tokens included), no padding."""
-    ids: list[list[int]] = []
+):
+    """Tokenise with truncation to ``max_length`` (special tokens included), no padding; yields one
+    ``BatchEncoding`` per chunk of ``chunk`` texts, with a progress bar for large inputs."""
     progress = tqdm(total=len(texts), desc=desc or "tokenising", unit="sent", disable=len(texts) < 20_000)
     for start in range(0, len(texts), chunk):
         part = texts[start : start + chunk]
-        ids.extend(
-            tokenizer(part, truncation=True, max_length=max_length, add_special_tokens=True)["input_ids"]
-        )
+        yield tokenizer(part, truncation=True, max_length=max_length, add_special_tokens=True)
         progress.update(len(part))
     progress.close()
+
+
+def tokenize_texts(
+    tokenizer, texts: list[str], max_length: int, chunk: int = 4096, desc: str | None = None
+) -> TokenizedColumn:
+    """Token ids of ``texts``, truncated to ``max_length`` (special tokens included), unpadded."""
+    ids: list[list[int]] = []
+    for encoded in encode_in_chunks(tokenizer, texts, max_length, chunk, desc):
+        ids.extend(encoded["input_ids"])
     return TokenizedColumn(ids)
 
 

@@ -41,7 +41,7 @@ from sentcl.analysis.plots import plot_curves
 from sentcl.atomic_write import atomic_file, atomic_folder
 from sentcl.config import ConfigError, apply_overrides, expand_path, from_dict, load_yaml, to_dict
 from sentcl.data import DataError, read_records
-from sentcl.data.collate import TokenizedColumn, group_by_length
+from sentcl.data.collate import TokenizedColumn, encode_in_chunks, group_by_length
 from sentcl.embedder import CachedEmbedder
 from sentcl.evaluation import STSEvaluator, resolve_data_dir
 from sentcl.model import ModelLoadError, SentenceEncoder
@@ -211,18 +211,14 @@ def save_mlm_model(model, tokenizer, folder: Path) -> Path:
 class SentenceTokens:
     """Sentences tokenised once, with the word index of every token (−1 for special tokens)."""
 
-    def __init__(self, sentences: list[str], tokenizer, max_length: int, chunk: int = 4096):
+    def __init__(self, sentences: list[str], tokenizer, max_length: int):
         if not tokenizer.is_fast:
             raise ModelLoadError("pre-training needs a fast tokenizer (word ids for whole-word masking)")
         ids, words = [], []
-        progress = tqdm(total=len(sentences), desc="tokenising", unit="sent", disable=len(sentences) < 20_000)
-        for start in range(0, len(sentences), chunk):
-            encoded = tokenizer(sentences[start : start + chunk], truncation=True, max_length=max_length)
+        for encoded in encode_in_chunks(tokenizer, sentences, max_length):
             ids.extend(encoded["input_ids"])
             for i in range(len(encoded["input_ids"])):
                 words.append([-1 if w is None else w for w in encoded.word_ids(i)])
-            progress.update(min(chunk, len(sentences) - start))
-        progress.close()
         self.ids, self.words = TokenizedColumn(ids), TokenizedColumn(words)
         self.pad_token_id = int(tokenizer.pad_token_id)
 

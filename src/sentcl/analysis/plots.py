@@ -30,6 +30,21 @@ class PlanePoint:
     trajectory: list[tuple[int, float, float]] = field(default_factory=list)
 
 
+def _colors(n: int) -> list:
+    """Distinct colours: matplotlib's default cycle up to 10 lines, tab20 beyond (no colour repeats)."""
+    if n <= 10:
+        return [f"C{i}" for i in range(n)]
+    return [plt.cm.tab20(i % 20) for i in range(n)]
+
+
+def _legend(ax, n: int) -> None:
+    """Inside the axes for a few entries; to the right of them for many, so no point is hidden."""
+    if n <= 8:
+        ax.legend(fontsize=8)
+    else:
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+
+
 def _save(fig, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -40,9 +55,8 @@ def _save(fig, path: str | Path) -> Path:
 
 
 def plot_alignment_uniformity(points: Sequence[PlanePoint], path: str | Path) -> Path:
-    fig, ax = plt.subplots(figsize=(6, 4.5))
-    for index, point in enumerate(points):
-        color = f"C{index % 10}"
+    fig, ax = plt.subplots(figsize=(6 if len(points) <= 8 else 8.5, 4.5))
+    for color, point in zip(_colors(len(points)), points, strict=True):
         if point.trajectory:
             steps, aligns, uniforms = zip(*point.trajectory, strict=True)
             ax.plot(uniforms, aligns, "-", color=color, alpha=0.6)
@@ -54,20 +68,21 @@ def plot_alignment_uniformity(points: Sequence[PlanePoint], path: str | Path) ->
     ax.set_ylabel(r"$\ell_{align}$ (lower: positives closer)")
     ax.set_title("Alignment and uniformity (STS-B, gold > 4 as positives)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    _legend(ax, len(points))
     return _save(fig, path)
 
 
 def plot_singular_values(curves: dict[str, np.ndarray], path: str | Path) -> Path:
-    fig, ax = plt.subplots(figsize=(6, 4.5))
-    for label, values in curves.items():
-        ax.plot(np.arange(1, len(values) + 1), values, label=label)
+    fig, ax = plt.subplots(figsize=(6 if len(curves) <= 8 else 8.5, 4.5))
+    styles = ("-", "--", ":", "-.")
+    for index, (color, (label, values)) in enumerate(zip(_colors(len(curves)), curves.items(), strict=True)):
+        ax.plot(np.arange(1, len(values) + 1), values, styles[index // 10 % 4], color=color, label=label)
     ax.set_xlabel("index")
     ax.set_ylabel("singular value / largest")
     ax.set_title("Singular spectrum of the sentence-embedding matrix")
     ax.set_ylim(0, 1.02)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    _legend(ax, len(curves))
     return _save(fig, path)
 
 

@@ -135,6 +135,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", help="evaluation data (default: $SENTCL_DATA, else the download cache)")
     p.add_argument("--split", default="dev", help="STS-B split used as the probe")
     p.add_argument("--out", default="runs/analysis", help="report folder")
+
+    p = commands.add_parser(
+        "reproduce",
+        help="run a reproduction plan (cached stages) and write its report, e.g. docs/reproduction.md",
+    )
+    p.add_argument("plan", help="YAML plan, e.g. configs/reproduce/cpu.yaml")
+    p.add_argument("--data-dir", help="evaluation data (default: $SENTCL_DATA, else the download cache)")
     return parser
 
 
@@ -320,6 +327,16 @@ def run_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_reproduce(args: argparse.Namespace) -> int:
+    from sentcl.reproduction import reproduce
+
+    report, outcomes = reproduce(args.plan, args.data_dir)
+    for outcome in outcomes:
+        print(f"{outcome.action:>8}  {outcome.seconds:8.0f} s  {outcome.name}")
+    print(f"report: {report}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(
@@ -333,6 +350,7 @@ def main(argv: list[str] | None = None) -> int:
             "pretrain": run_pretrain,
             "evaluate": run_evaluate,
             "analyze": run_analyze,
+            "reproduce": run_reproduce,
         }
         commands |= {"encode": run_encode, "index": run_index, "search": run_search, "serve": run_serve}
         return commands[args.command](args)

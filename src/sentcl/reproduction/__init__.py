@@ -1,0 +1,39 @@
+"""``sentcl reproduce PLAN``: raw encoder → baselines, post-processing, trained methods → one report.
+
+plan.py reads the YAML plan, pipeline.py runs and caches the stages, claims.py judges the seeds' claims
+from the measured rows, document.py writes the Markdown report and its figures.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sentcl.evaluation import resolve_data_dir
+from sentcl.reproduction.document import encoder_section, write_document
+from sentcl.reproduction.pipeline import StageOutcome, measure_rows, plan_rows
+from sentcl.reproduction.plan import Plan, load_plan
+
+
+def reproduce(plan_path: str | Path, data_dir: str | None = None) -> tuple[Path, list[StageOutcome]]:
+    plan: Plan = load_plan(plan_path)
+    data = resolve_data_dir(data_dir)
+    outcomes: list[StageOutcome] = []
+    rows, pretrain_dirs = plan_rows(plan, data, outcomes)
+    results = measure_rows(plan, rows, data, outcomes)
+    sections, summary = [], ["## Summary", ""]
+    for spec in plan.encoders:
+        mine = [r for r in results if r.row.encoder == spec.name]
+        text, verdicts = encoder_section(plan, spec.name, spec.note, mine, pretrain_dirs[spec.name])
+        sections.append(text)
+        judged = [v for v in verdicts if v.holds is not None]
+        held = [v.claim for v in judged if v.holds]
+        failed = [v.claim for v in judged if not v.holds]
+        summary.append(
+            f"- `{spec.name}`: {len(held)} of {len(judged)} judged claims hold"
+            + (f"; not here: {'; '.join(failed)}." if failed else ".")
+        )
+    intro = plan.intro.strip() + "\n\n" + "\n".join(summary) + "\n"
+    return write_document(plan, sections, outcomes, intro), outcomes
+
+
+__all__ = ["load_plan", "reproduce"]

@@ -1,0 +1,331 @@
+"""Run a reproduction plan stage by stage, each stage cached under the plan's ``output_dir``.
+
+Stages: ``pretrain`` (an encoder from a `sentcl pretrain` recipe), ``train`` (one method from one encoder)
+and ``measure`` (one table row: STS, alignment/uniformity, spectrum, cosine density). A stage's folder
+holds ``stage.json`` with the stage's key — a hash of everything it is made from (its resolved recipe, the
+key of the stage it builds on, the measurement protocol) — and ``done: true`` once its outputs are
+complete. A re-run skips every stage whose key is unchanged and done, resumes an interrupted pre-training
+or training from its last checkpoint when the key is unchanged, and redoes the rest from scratch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from sentcl.analysis.report import ModelAnalysis, analyse, read_trajectory
+from sentcl.atomic_write import atomic_file
+from sentcl.config import apply_overrides, load_yaml
+from sentcl.embedder import CachedEmbedder, Embedder
+from sentcl.evaluation.sts import STSEvaluator, correlate, cosine_scores
+from sentcl.evaluation.sts_data import load_task
+from sentcl.model import SentenceEncoder
+from sentcl.postprocess import POSTPROCESSORS, PostProcessedEmbedder, fit_postprocessor
+from sentcl.postprocess.corpus import fit_corpus
+from sentcl.reproduction.plan import EncoderSpec, MethodSpec, Plan, as_overrides
+from sentcl.training import train
+from sentcl.training.pretrain import load_pretrain_recipe, pretrain, replace_pretrain_training
+from sentcl.training.recipe import recipe_from_dict, replace_training
+
+logger = logging.getLogger(__name__)
+
+STAGE_FILE = "stage.json"
+#: bump when what a measurement computes changes: every row is then measured again
+MEASURE_PROTOCOL = 1
+
+
+def stage_key(*parts: Any) -> str:
+    text = json.dumps(parts, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "row"
+
+
+def read_stage(folder: Path) -> dict:
+    path = folder / STAGE_FILE
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError:
+        return {}
+
+
+def write_stage(folder: Path, record: dict) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    with atomic_file(folder / STAGE_FILE) as handle:
+        json.dump(record, handle, indent=2)
+
+
+@dataclass
+class StageOutcome:
+    """What a stage did in this run: ``cached``, ``resumed`` or ``ran`` (with its own seconds)."""
+
+    name: str
+    action: str
+    seconds: float
+
+
+class Stage:
+    """``with Stage(folder, key, name) as stage: …`` — runs the body unless the key is done already.
+
+    ``stage.needed`` is False when cached; ``stage.resume`` is True when an interrupted run of the same
+    key left a checkpoint. The folder is wiped before a fresh run, so no output of another key survives.
+    """
+
+    def __init__(self, folder: Path, key: str, name: str, outcomes: list[StageOutcome]):
+        self.folder, self.key, self.name, self.outcomes = folder, key, name, outcomes
+        record = read_stage(folder)
+        self.needed = not (record.get("key") == key and record.get("done"))
+        self.resume = self.needed and record.get("key") == key and (folder / "checkpoint").is_dir()
+        self.record = record
+        self.started = 0.0
+
+    def __enter__(self) -> Stage:
+        if not self.needed:
+            self.outcomes.append(StageOutcome(self.name, "cached", float(self.record.get("seconds", 0.0))))
+            return self
+        if not self.resume and self.folder.exists():
+            shutil.rmtree(self.folder)
+        write_stage(self.folder, {"key": self.key, "name": self.name, "done": False})
+        self.started = time.perf_counter()
+        logger.info("%s: %s", self.name, "resuming" if self.resume else "running")
+        return self
+
+    def __exit__(self, kind, value, traceback) -> None:
+        if not self.needed or kind is not None:
+            return
+        seconds = time.perf_counter() - self.started
+        write_stage(self.folder, {"key": self.key, "name": self.name, "done": True, "seconds": seconds})
+        self.outcomes.append(StageOutcome(self.name, "resumed" if self.resume else "ran", seconds))
+
+
+@dataclass
+class Row:
+    """One line of an encoder's table, and where its measurement lives."""
+
+    encoder: str
+    label: str
+    kind: str  # baseline | postprocess | method
+    model: str  # folder or hub id
+    pooler: str | None = None
+    postprocess: str | None = None
+    method: str | None = None
+    run_dir: Path | None = None
+    upstream: str = ""
+    folder: Path = Path()
+
+    def key(self, plan: Plan) -> str:
+        fit = (plan.fit_on, plan.fit_max) if self.postprocess else None
+        return stage_key("measure", MEASURE_PROTOCOL, self.upstream, self.pooler, self.postprocess, fit)
+
+
+@dataclass
+class RowResult:
+    row: Row
+    analysis: ModelAnalysis
+    sts: dict[str, float] = field(default_factory=dict)  # every STS number present (×100)
+    missing: dict[str, str] = field(default_factory=dict)  # 7-task table entries that are absent
+
+
+def _model_key(model: str) -> str:
+    """An existing model: its name, and for a local folder the size and time of each weight file."""
+    folder = Path(model)
+    files = []
+    if folder.is_dir():
+        files = [
+            (p.name, p.stat().st_size, int(p.stat().st_mtime))
+            for p in sorted(folder.iterdir())
+            if p.suffix in (".safetensors", ".bin", ".json")
+        ]
+    return stage_key("model", model, files)
+
+
+def build_encoder(
+    plan: Plan, spec: EncoderSpec, data_dir: Path, outcomes: list[StageOutcome]
+) -> tuple[str, str, Path | None]:
+    """(model folder or id, key, pre-training folder) of an encoder, pre-training it if needed."""
+    if spec.pretrain is None:
+        return spec.model, _model_key(spec.model), None
+    overrides = as_overrides(spec.overrides)
+    recipe = apply_overrides(load_yaml(spec.pretrain), overrides)
+    for place in ("output_dir", "eval_data_dir"):
+        recipe.get("training", {}).pop(place, None)
+    key = stage_key("pretrain", recipe)
+    folder = plan.output_dir / "encoders" / slug(spec.name)
+    with Stage(folder, key, f"pretrain {spec.name}", outcomes) as stage:
+        if stage.needed:
+            config = load_pretrain_recipe(spec.pretrain, overrides)
+            config = replace_pretrain_training(
+                config,
+                output_dir=str(folder),
+                overwrite_output_dir=True,
+                resume=stage.resume,
+                eval_data_dir=str(data_dir),
+            )
+            pretrain(config)
+    return str(folder / "model"), key, folder
+
+
+def train_method(
+    plan: Plan,
+    spec: EncoderSpec,
+    method: MethodSpec,
+    model: str,
+    encoder_key: str,
+    data_dir: Path,
+    outcomes: list[StageOutcome],
+) -> tuple[Path, str]:
+    """Train one method from one encoder under the plan's budget; (run folder, key). Where the run
+    lives and where its evaluation data is found are not part of the key."""
+    recipe = load_yaml(method.recipe)
+    overrides = as_overrides(plan.budget) + as_overrides(method.overrides)
+    apply_overrides(recipe, overrides)
+    recipe.setdefault("model", {})["name_or_path"] = model
+    training = recipe.setdefault("training", {})
+    training.pop("output_dir", None)
+    training.pop("eval_data_dir", None)
+    key = stage_key("train", recipe, encoder_key)
+    folder = plan.output_dir / "runs" / slug(spec.name) / slug(method.name)
+    with Stage(folder, key, f"train {method.name} from {spec.name}", outcomes) as stage:
+        if stage.needed:
+            config = recipe_from_dict(recipe)
+            config = replace_training(
+                config,
+                output_dir=str(folder),
+                overwrite_output_dir=True,
+                resume=stage.resume,
+                eval_data_dir=str(data_dir),
+            )
+            train(config)
+    return folder, key
+
+
+def plan_rows(
+    plan: Plan, data_dir: Path, outcomes: list[StageOutcome]
+) -> tuple[list[Row], dict[str, Path | None]]:
+    """Pre-train and train whatever the plan needs; return every row to measure, in table order."""
+    rows: list[Row] = []
+    pretrain_dirs: dict[str, Path | None] = {}
+    for spec in plan.encoders:
+        model, key, pretrain_dir = build_encoder(plan, spec, data_dir, outcomes)
+        pretrain_dirs[spec.name] = pretrain_dir
+        for pooler in spec.baselines:
+            rows.append(Row(spec.name, pooler, "baseline", model, pooler=pooler, upstream=key))
+        for name in spec.postprocess:
+            pooler = spec.baselines[0]
+            label = f"{pooler} + {name}"
+            rows.append(Row(spec.name, label, "postprocess", model, pooler, postprocess=name, upstream=key))
+        for name in spec.methods:
+            run_dir, run_key = train_method(plan, spec, plan.methods[name], model, key, data_dir, outcomes)
+            rows.append(
+                Row(
+                    spec.name,
+                    name,
+                    "method",
+                    str(run_dir / "model"),
+                    method=name,
+                    run_dir=run_dir,
+                    upstream=run_key,
+                )
+            )
+    for row in rows:
+        row.folder = plan.output_dir / "rows" / slug(row.encoder) / slug(row.label)
+    return rows, pretrain_dirs
+
+
+def measure(row: Row, embedder: Embedder, data_dir: Path) -> RowResult:
+    """STS-B dev (ρ, geometry, spectrum, cosine density), STS-B train ρ, and every 7-task entry present."""
+    analysis = analyse(row.label, embedder, data_dir, "dev")
+    sts = {"STS-B dev": analysis.spearman}
+    train_split = load_task(data_dir, "STSBenchmark", ("train",))
+    if not train_split.missing:
+        pairs = train_split.datasets["train"]
+        cosines = cosine_scores(embedder.encode(pairs.sentences1), embedder.encode(pairs.sentences2))
+        sts["STS-B train"] = correlate(cosines, pairs.scores).spearman
+    table = STSEvaluator(data_dir, "sts")
+    report = table.report(embedder)
+    sts |= {f"{name} (table)": value for name, value in table.metrics(report).items()}
+    if row.run_dir is not None:
+        analysis.trajectory = read_trajectory(row.run_dir)
+    return RowResult(row, analysis, sts, dict(report.missing))
+
+
+def save_result(result: RowResult, folder: Path) -> None:
+    a = result.analysis
+    payload = {
+        "row": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(result.row).items()},
+        "label": a.label,
+        "spearman": a.spearman,
+        "align": a.align,
+        "uniform": a.uniform,
+        "spectrum": a.spectrum,
+        "trajectory": a.trajectory,
+        "sts": result.sts,
+        "missing": result.missing,
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    with atomic_file(folder / "arrays.npz", mode="wb") as handle:
+        np.savez(handle, singular_values=a.singular_values, cosines=a.cosines, gold=a.gold)
+    with atomic_file(folder / "row.json") as handle:
+        json.dump(payload, handle, indent=2)
+
+
+def load_result(row: Row, folder: Path) -> RowResult:
+    payload = json.loads((folder / "row.json").read_text(encoding="utf-8"))
+    arrays = np.load(folder / "arrays.npz")
+    analysis = ModelAnalysis(
+        label=row.label,
+        spearman=payload["spearman"],
+        align=payload["align"],
+        uniform=payload["uniform"],
+        spectrum=payload["spectrum"],
+        singular_values=arrays["singular_values"],
+        cosines=arrays["cosines"],
+        gold=arrays["gold"],
+        trajectory=[tuple(p) for p in payload["trajectory"]],
+    )
+    return RowResult(row, analysis, payload["sts"], payload["missing"])
+
+
+def measure_rows(
+    plan: Plan, rows: list[Row], data_dir: Path, outcomes: list[StageOutcome]
+) -> list[RowResult]:
+    """Measure every row not cached; rows of one (model, pooler) share one cache of vectors, so the
+    fitting corpus and the probe are encoded once for a baseline and its post-processed variants."""
+    embedders: dict[tuple[str, str | None], CachedEmbedder] = {}
+    fit_sentences: list[str] | None = None
+    results = []
+    for row in rows:
+        with Stage(row.folder, row.key(plan), f"measure {row.encoder}: {row.label}", outcomes) as stage:
+            if stage.needed:
+                cache_key = (row.model, row.pooler)
+                if cache_key not in embedders:
+                    embedders[cache_key] = CachedEmbedder(SentenceEncoder.load(row.model, pooler=row.pooler))
+                embedder: Embedder = embedders[cache_key]
+                if row.postprocess:
+                    if fit_sentences is None:
+                        fit_sentences = fit_corpus(plan.fit_on, data_dir, plan.fit_max)
+                    processor = fit_postprocessor(POSTPROCESSORS[row.postprocess](), embedder, fit_sentences)
+                    processor.save(row.folder / "postprocessor", fitted_on=f"{row.model}: {plan.fit_on}")
+                    embedder = PostProcessedEmbedder(embedder, processor)
+                save_result(measure(row, embedder, data_dir), row.folder)
+        results.append(load_result(row, row.folder))
+    return results
+
+
+def plan_summary(plan: Plan) -> dict:
+    """The plan as written (for the report's appendix)."""
+    return yaml.safe_load(plan.path.read_text(encoding="utf-8"))

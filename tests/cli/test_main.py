@@ -63,6 +63,7 @@ def test_train_then_evaluate(tiny_model_dir, stsb_data_dir, tmp_path, capsys):
         (["evaluate", "/nonexistent/model", "--tasks", "stsb-dev"], "no such folder"),
         (["evaluate", "{model}", "--tasks", "nope"], "unknown evaluation task 'nope'"),
         (["train", "{recipe}", "training.lr=1"], "unknown config key 'training.lr'"),
+        (["reproduce", "{recipe}"], "r.yaml: model: unknown key"),
     ],
 )
 def test_user_errors_are_one_line_with_exit_code_2(

@@ -153,6 +153,16 @@ def _model_key(model: str) -> str:
     return stage_key("model", model, files)
 
 
+def pretrain_key(spec: EncoderSpec) -> str:
+    """The pre-training stage's key: its recipe with the overrides, less where it is written and where
+    its evaluation data is found."""
+    assert spec.pretrain is not None
+    recipe = apply_overrides(load_yaml(spec.pretrain), as_overrides(spec.overrides))
+    for place in ("output_dir", "eval_data_dir"):
+        recipe.get("training", {}).pop(place, None)
+    return stage_key("pretrain", recipe)
+
+
 def build_encoder(
     plan: Plan, spec: EncoderSpec, data_dir: Path, outcomes: list[StageOutcome]
 ) -> tuple[str, str, Path | None]:
@@ -160,10 +170,7 @@ def build_encoder(
     if spec.pretrain is None:
         return spec.model, _model_key(spec.model), None
     overrides = as_overrides(spec.overrides)
-    recipe = apply_overrides(load_yaml(spec.pretrain), overrides)
-    for place in ("output_dir", "eval_data_dir"):
-        recipe.get("training", {}).pop(place, None)
-    key = stage_key("pretrain", recipe)
+    key = pretrain_key(spec)
     folder = plan.output_dir / "encoders" / slug(spec.name)
     with Stage(folder, key, f"pretrain {spec.name}", outcomes) as stage:
         if stage.needed:

@@ -28,6 +28,9 @@ def reproduce(plan_path: str | Path, data_dir: str | None = None) -> tuple[Path,
         judged = [v for v in verdicts if v.holds is not None]
         held = [v.claim for v in judged if v.holds]
         failed = [v.claim for v in judged if not v.holds]
+        if not judged:
+            summary.append(f"- `{spec.name}`: reference rows only (no claim is judged on them).")
+            continue
         summary.append(
             f"- `{spec.name}`: {len(held)} of {len(judged)} judged claims hold"
             + (f"; not here: {'; '.join(failed)}." if failed else ".")

@@ -70,14 +70,17 @@ def _paper_table(roles: dict[str, RowResult | None]) -> str:
         "sup SimCSE": "sup",
     }
     lines = [
-        "| row | paper (BERT-base, 7-task avg) | here (STS-B dev) | here (STS-B train) |",
-        "|---|---:|---:|---:|",
+        "| paper row | paper (BERT-base, 7-task avg) | row here | STS-B dev | STS-B train |",
+        "|---|---:|---|---:|---:|",
     ]
     for name, role in mapping.items():
         row = roles.get(role)
-        dev = f"{row.sts['STS-B dev']:.2f}" if row else "—"
-        train = f"{row.sts['STS-B train']:.2f}" if row and "STS-B train" in row.sts else "—"
-        lines.append(f"| {name} | {PAPER_STS[name]:.2f} | {dev} | {train} |")
+        if row is None:
+            lines.append(f"| {name} | {PAPER_STS[name]:.2f} | not in the plan | | |")
+            continue
+        train = f"{row.sts['STS-B train']:.2f}" if "STS-B train" in row.sts else "—"
+        dev = f"{row.sts['STS-B dev']:.2f}"
+        lines.append(f"| {name} | {PAPER_STS[name]:.2f} | {row.row.label} | {dev} | {train} |")
     return "\n".join(lines)
 
 
@@ -142,23 +145,23 @@ def encoder_section(
             + ".",
             "",
         ]
+    parts += ["### Geometry (STS-B dev probe)", "", markdown_table(analyses), ""]
+    if any(v.holds is not None for v in verdicts):  # an encoder with no trained rows judges nothing
+        parts += [
+            "### Against the paper",
+            "",
+            _paper_table(roles),
+            "",
+            "### The claims",
+            "",
+            _verdict_table(verdicts),
+            "",
+            "Evidence, row by row:",
+            "",
+            *[f"- {v.claim}: {v.evidence}" for v in verdicts if v.holds is not None],
+            "",
+        ]
     parts += [
-        "### Geometry (STS-B dev probe)",
-        "",
-        markdown_table(analyses),
-        "",
-        "### Against the paper",
-        "",
-        _paper_table(roles),
-        "",
-        "### The claims",
-        "",
-        _verdict_table(verdicts),
-        "",
-        "Evidence, row by row:",
-        "",
-        *[f"- {v.claim}: {v.evidence}" for v in verdicts],
-        "",
         "### Figures",
         "",
         f"![alignment and uniformity]({link / f'{key}_align_uniform.png'})",

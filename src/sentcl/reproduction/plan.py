@@ -42,6 +42,7 @@ _TOP_KEYS = {
     "images",
     "title",
     "intro",
+    "produced_by",
     "fit_on",
     "fit_max",
     "budget",

@@ -4,10 +4,12 @@ from pathlib import Path
 
 import pytest
 
+from sentcl.reproduction.plan import as_overrides, load_plan
 from sentcl.training import load_recipe
 from sentcl.training.pretrain import load_pretrain_recipe
 
-CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").rglob("*.yaml"))
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = sorted((ROOT / "configs").rglob("*.yaml"))
 
 
 def test_there_are_recipes():
@@ -18,6 +20,16 @@ def test_there_are_recipes():
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
 def test_recipe_loads(path, monkeypatch):
     monkeypatch.setenv("SENTCL_DATA", "/data")
+    monkeypatch.chdir(ROOT)  # plans name their recipes relative to the repository
+    if path.parent.name == "reproduce":  # a plan: every recipe it trains, under its budget, must load
+        plan = load_plan(path)
+        for spec in plan.encoders:
+            if spec.pretrain is not None:
+                load_pretrain_recipe(spec.pretrain, as_overrides(spec.overrides))
+            for name in spec.methods:
+                method = plan.methods[name]
+                load_recipe(method.recipe, as_overrides(plan.budget) + as_overrides(method.overrides))
+        return
     (load_pretrain_recipe if path.parent.name == "pretrain" else load_recipe)(path)
 
 

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from sentcl.analysis.report import ModelAnalysis, analyse, read_trajectory
 from sentcl.atomic_write import atomic_file
@@ -331,8 +330,3 @@ def measure_rows(
                 save_result(measure(row, embedder, data_dir), row.folder)
         results.append(load_result(row, row.folder))
     return results
-
-
-def plan_summary(plan: Plan) -> dict:
-    """The plan as written (for the report's appendix)."""
-    return yaml.safe_load(plan.path.read_text(encoding="utf-8"))

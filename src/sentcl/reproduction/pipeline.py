@@ -152,14 +152,20 @@ def _model_key(model: str) -> str:
     return stage_key("model", model, files)
 
 
+def _without_places(recipe: dict) -> dict:
+    """A recipe less where its run is written and where its evaluation data is found (the pipeline
+    sets both): what a stage's key is made of."""
+    recipe.get("training", {}).pop("output_dir", None)
+    recipe.get("training", {}).pop("eval_data_dir", None)
+    return recipe
+
+
 def pretrain_key(spec: EncoderSpec) -> str:
     """The pre-training stage's key: its recipe with the overrides, less where it is written and where
     its evaluation data is found."""
     assert spec.pretrain is not None
     recipe = apply_overrides(load_yaml(spec.pretrain), as_overrides(spec.overrides))
-    for place in ("output_dir", "eval_data_dir"):
-        recipe.get("training", {}).pop(place, None)
-    return stage_key("pretrain", recipe)
+    return stage_key("pretrain", _without_places(recipe))
 
 
 def build_encoder(
@@ -200,10 +206,7 @@ def train_method(
     overrides = as_overrides(plan.budget) + as_overrides(method.overrides)
     apply_overrides(recipe, overrides)
     recipe.setdefault("model", {})["name_or_path"] = model
-    training = recipe.setdefault("training", {})
-    training.pop("output_dir", None)
-    training.pop("eval_data_dir", None)
-    key = stage_key("train", recipe, encoder_key)
+    key = stage_key("train", _without_places(recipe), encoder_key)
     folder = plan.output_dir / "runs" / slug(spec.name) / slug(method.name)
     with Stage(folder, key, f"train {method.name} from {spec.name}", outcomes) as stage:
         if stage.needed:
@@ -318,9 +321,12 @@ def measure_rows(
         with Stage(row.folder, row.key(plan), f"measure {row.encoder}: {row.label}", outcomes) as stage:
             if stage.needed:
                 cache_key = (row.model, row.pooler)
-                if cache_key not in embedders:
-                    embedders[cache_key] = CachedEmbedder(SentenceEncoder.load(row.model, pooler=row.pooler))
-                embedder: Embedder = embedders[cache_key]
+                embedder: Embedder | None = embedders.get(cache_key)
+                if embedder is None:
+                    cached = CachedEmbedder(SentenceEncoder.load(row.model, pooler=row.pooler))
+                    if row.kind != "method":  # a trained model has one row: nothing to share, keep nothing
+                        embedders[cache_key] = cached
+                    embedder = cached
                 if row.postprocess:
                     if fit_sentences is None:
                         fit_sentences = fit_corpus(plan.fit_on, data_dir, plan.fit_max)

@@ -1,8 +1,10 @@
 """Model: any Hugging Face encoder → pooler → optional MLP head, with encode/save/load."""
 
 from sentcl.model.backbone import ModelLoadError, load_backbone, packaged_model_path, resolve_model_path
+from sentcl.model.dropout import use_fast_dropout
 from sentcl.model.encoder import EncodedBatch, ModelConfig, SentenceEncoder
 from sentcl.model.heads import MLPHead
+from sentcl.model.packing import backbone_states
 from sentcl.model.pooling import POOLERS
 
 __all__ = [
@@ -12,7 +14,9 @@ __all__ = [
     "ModelConfig",
     "ModelLoadError",
     "SentenceEncoder",
+    "backbone_states",
     "load_backbone",
     "packaged_model_path",
     "resolve_model_path",
+    "use_fast_dropout",
 ]

@@ -33,7 +33,9 @@ from sentcl.atomic_write import atomic_folder
 from sentcl.config import ConfigError
 from sentcl.data.collate import collate_views, tokenize_texts
 from sentcl.model.backbone import ModelLoadError, load_backbone, resolve_model_path
+from sentcl.model.dropout import use_fast_dropout
 from sentcl.model.heads import MLPHead
+from sentcl.model.packing import backbone_states
 from sentcl.model.pooling import NEEDS_HIDDEN_STATES, POOLERS, WITH_MLP_HEAD
 from sentcl.model.sentence_transformers_export import unsupported_reason, write_sentence_transformers_files
 from sentcl.serving.index import Hit, SentenceIndex
@@ -56,6 +58,13 @@ class ModelConfig:
     pooler: str = "cls"
     #: SimCSE's mlp_only_train: the MLP head (pooler ``cls``) is used in training only.
     mlp_only_train: bool = False
+    #: Training passes run the backbone on the real tokens only (model/packing.py) when the backbone
+    #: reproduces its padded states that way. None: on the CPU only (measured faster there; unmeasured on
+    #: GPUs, where small batches are latency-bound and the padded pass stays).
+    unpad: bool | None = None
+    #: Dropout masks from 16-bit slices of 64-bit random integers on the CPU (model/dropout.py); false:
+    #: torch's Bernoulli masks.
+    fast_dropout: bool = True
 
     def validate(self) -> None:
         if not self.name_or_path:
@@ -77,6 +86,7 @@ class SentenceEncoder(nn.Module):
         pooler: str = "cls",
         head: MLPHead | None = None,
         max_length: int | None = None,
+        unpad: bool | None = None,
     ):
         super().__init__()
         if pooler not in POOLERS:
@@ -90,6 +100,7 @@ class SentenceEncoder(nn.Module):
         self.pooler = pooler
         self.head = head
         self.max_length = max_length or _default_max_length(backbone, tokenizer)
+        self.unpad = unpad
         self.source: str | None = None  # where the model was loaded from, recorded in saved indexes
         self.index: SentenceIndex | None = None
 
@@ -106,7 +117,16 @@ class SentenceEncoder(nn.Module):
                 train_only=config.mlp_only_train,
                 init_std=getattr(backbone.config, "initializer_range", 0.02),
             )
-        encoder = cls(backbone, tokenizer, config.pooler, head, max_length=_saved_max_length(resolved))
+        if config.fast_dropout:
+            use_fast_dropout(backbone)
+        encoder = cls(
+            backbone,
+            tokenizer,
+            config.pooler,
+            head,
+            max_length=_saved_max_length(resolved),
+            unpad=config.unpad,
+        )
         encoder.source = config.name_or_path
         return encoder
 
@@ -143,31 +163,39 @@ class SentenceEncoder(nn.Module):
         return encoder.eval()
 
     # ----------------------------------------------------------------------------------- forward
-    def _pool(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    def _pool(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, unpad: bool = False
+    ) -> torch.Tensor:
         """[N, L] ids → [N, H] pooled vectors (no head)."""
-        return self._pool_with_states(input_ids, attention_mask)[0]
+        return self._pool_with_states(input_ids, attention_mask, unpad)[0]
 
-    def _pool_with_states(self, input_ids, attention_mask) -> tuple[torch.Tensor, torch.Tensor]:
+    def _pool_with_states(
+        self, input_ids, attention_mask, unpad: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         needs_all = self.pooler in NEEDS_HIDDEN_STATES
-        out = self.backbone(
-            input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=needs_all
+        last, hidden_states = backbone_states(
+            self.backbone, input_ids, attention_mask, output_hidden_states=needs_all, unpad=unpad
         )
-        hidden_states = out.hidden_states if needs_all else None
-        return POOLERS[self.pooler](
-            out.last_hidden_state, hidden_states, attention_mask
-        ), out.last_hidden_state
+        return POOLERS[self.pooler](last, hidden_states, attention_mask), last
+
+    def unpads_training(self) -> bool:
+        """Whether training passes run the backbone on real tokens only (``ModelConfig.unpad``)."""
+        unpad = getattr(self, "unpad", None)
+        return self.device.type == "cpu" if unpad is None else bool(unpad)
 
     def forward_with_states(self, input_ids, attention_mask) -> tuple[torch.Tensor, torch.Tensor]:
         """Training path on [N, L] ids → (embeddings [N, D] as ``forward`` gives them, last-layer token
         states [N, L, H]) from one pass: for objectives with token-level terms (CLINE's detection)."""
-        pooled, states = self._pool_with_states(input_ids, attention_mask)
+        pooled, states = self._pool_with_states(input_ids, attention_mask, self.unpads_training())
         return (self.head(pooled) if self.head is not None else pooled), states
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> EncodedBatch:
         """Training path: [B, V, L] → EncodedBatch(embeddings [B, V, D]), one backbone pass over B·V."""
         batch, views, length = input_ids.shape
         pooled = self._pool(
-            input_ids.reshape(batch * views, length), attention_mask.reshape(batch * views, length)
+            input_ids.reshape(batch * views, length),
+            attention_mask.reshape(batch * views, length),
+            self.unpads_training(),
         )
         if self.head is not None:
             pooled = self.head(pooled)

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import AutoModelForMaskedLM
 
-from sentcl.model import ModelLoadError, SentenceEncoder
+from sentcl.model import ModelLoadError, SentenceEncoder, backbone_states
 from sentcl.model.backbone import resolve_model_path
 from sentcl.objectives.base import Objective, ObjectiveOutput, keep_reference
 
@@ -88,12 +88,15 @@ def build_mlm_head(encoder: SentenceEncoder) -> nn.Module:
 
 def mlm_loss(encoder: SentenceEncoder, head: nn.Module, masked: torch.Tensor, attention_mask, labels):
     """Cross-entropy of the head's predictions at the masked positions only."""
-    return masked_lm_loss(encoder.backbone, head, masked, attention_mask, labels)
+    return masked_lm_loss(encoder.backbone, head, masked, attention_mask, labels, encoder.unpads_training())
 
 
-def masked_lm_loss(backbone: nn.Module, head: nn.Module, masked: torch.Tensor, attention_mask, labels):
-    """Cross-entropy of ``head`` on ``backbone``'s states at the masked positions only."""
-    hidden = backbone(input_ids=masked, attention_mask=attention_mask).last_hidden_state
+def masked_lm_loss(
+    backbone: nn.Module, head: nn.Module, masked: torch.Tensor, attention_mask, labels, unpad: bool = False
+):
+    """Cross-entropy of ``head`` on ``backbone``'s states at the masked positions only (``unpad``: the
+    backbone sees the real tokens only, model/packing.py)."""
+    hidden, _ = backbone_states(backbone, masked, attention_mask, unpad=unpad)
     return head_loss(head, hidden, labels)
 
 

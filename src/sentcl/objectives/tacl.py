@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from sentcl.config import ConfigError
-from sentcl.model import SentenceEncoder
+from sentcl.model import SentenceEncoder, backbone_states
 from sentcl.objectives.base import (
     FrozenParts,
     Objective,
@@ -86,9 +86,10 @@ class TaCL(FrozenParts, Objective):
         length = batch.input_ids.shape[-1]
         ids, mask = batch.input_ids.reshape(-1, length), batch.attention_mask.reshape(-1, length)
         masked, labels = mask_tokens(ids, mask, self.encoder.tokenizer, c.mlm_probability)
-        student = self.encoder.backbone(input_ids=masked, attention_mask=mask).last_hidden_state
+        unpad = self.encoder.unpads_training()
+        student, _ = backbone_states(self.encoder.backbone, masked, mask, unpad=unpad)
         with torch.no_grad():
-            teacher = self.teacher(input_ids=ids, attention_mask=mask).last_hidden_state
+            teacher, _ = backbone_states(self.teacher, ids, mask, unpad=unpad)
         contrast = token_contrastive_loss(student, teacher, mask, labels != -100, c.temperature)
         mlm = head_loss(self.head, student, labels)
         return ObjectiveOutput(

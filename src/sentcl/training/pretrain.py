@@ -44,7 +44,7 @@ from sentcl.data import DataError, read_records
 from sentcl.data.collate import TokenizedColumn, encode_in_chunks, group_by_length
 from sentcl.embedder import CachedEmbedder
 from sentcl.evaluation import STSEvaluator, resolve_data_dir
-from sentcl.model import ModelLoadError, SentenceEncoder
+from sentcl.model import ModelLoadError, SentenceEncoder, backbone_states, use_fast_dropout
 from sentcl.model.backbone import resolve_model_path
 from sentcl.objectives.mlm import head_loss, mask_tokens, split_mlm_model
 from sentcl.training import distributed
@@ -293,6 +293,8 @@ def pretrain(config: PretrainConfig) -> PretrainResult:
         if missing:
             raise ConfigError(f"training.eval_task: {loop.eval_task!r} cannot be evaluated: {missing[0]}")
     model, tokenizer = build_mlm_model(config.model, loop.seed)
+    use_fast_dropout(model)  # CPU: cheaper dropout masks (model/dropout.py); weights unchanged
+    unpad = device.type == "cpu"  # dense layers on real tokens only (model/packing.py), as sentcl train
     if tokenizer.mask_token_id is None:
         raise ModelLoadError("the tokenizer has no [MASK] token; MLM needs one")
     positions = getattr(model.config, "max_position_embeddings", None)
@@ -331,7 +333,7 @@ def pretrain(config: PretrainConfig) -> PretrainResult:
             words if config.masking.whole_word else None, generator,
         )  # fmt: skip
         with amp:
-            hidden = backbone(input_ids=masked.to(device), attention_mask=mask.to(device)).last_hidden_state
+            hidden, _ = backbone_states(backbone, masked.to(device), mask.to(device), unpad=unpad)
             return head_loss(head, hidden, labels.to(device))
 
     def evaluate(step: int) -> dict[str, float]:

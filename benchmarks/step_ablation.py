@@ -1,0 +1,91 @@
+"""What each CPU speed-up of a SimCSE training step buys, measured on the same batches in one process.
+
+    python benchmarks/step_ablation.py [--steps 8]
+
+1. dropout masks alone: forward + backward of ``nn.functional.dropout`` against sentcl's
+   ``fast_dropout`` (model/dropout.py) on the two shapes a MiniLM step masks (hidden states of the real
+   tokens, attention maps), median of 30 alternating calls;
+2. whole training steps (forward, backward, fused AdamW) of unsupervised SimCSE on all-MiniLM-L6-v2, batch
+   64 × 2 views, max length 32, wiki sentences: padded + torch dropout (sentcl before), unpadded + torch
+   dropout, unpadded + fast dropout (sentcl's default on the CPU). The three models take turns on each
+   batch; the first step of each is dropped and the median reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench import BATCH, MAX_LENGTH, model_path, wiki
+
+from sentcl.data import ContrastiveDataset, Records
+from sentcl.model import ModelConfig, SentenceEncoder
+from sentcl.model.dropout import fast_dropout
+from sentcl.objectives import InfoNCE, InfoNCEConfig
+
+VARIANTS = {
+    "padded, torch dropout": {"unpad": False, "fast_dropout": False},
+    "unpadded, torch dropout": {"unpad": True, "fast_dropout": False},
+    "unpadded, fast dropout (default)": {"unpad": True, "fast_dropout": True},
+}
+
+
+def dropout_masks() -> None:
+    shapes = {"hidden [2,900 tokens, 384]": (2900, 384), "attention [128, 12, 32, 32]": (128, 12, 32, 32)}
+    for label, shape in shapes.items():
+        times: dict[str, list[float]] = {"torch": [], "fast": []}
+        for _ in range(30):
+            for name, function in (("torch", torch.nn.functional.dropout), ("fast", fast_dropout)):
+                x = torch.randn(shape, requires_grad=True)
+                start = time.perf_counter()
+                function(x, 0.1).sum().backward()
+                times[name].append(time.perf_counter() - start)
+        torch_ms, fast_ms = (statistics.median(times[n]) * 1e3 for n in ("torch", "fast"))
+        print(f"dropout {label}: torch {torch_ms:.2f} ms, fast {fast_ms:.2f} ms ({torch_ms / fast_ms:.2f}×)")
+
+
+def training_steps(steps: int) -> None:
+    models = {}
+    for label, options in VARIANTS.items():
+        encoder = SentenceEncoder.from_config(ModelConfig(model_path(), pooler="avg", **options)).train()
+        models[label] = (encoder, torch.optim.AdamW(encoder.parameters(), lr=3e-5, fused=True))
+    sentences = wiki(0, BATCH * steps)
+    records = Records("pool", [(s,) for s in sentences], list(range(1, len(sentences) + 1)))
+    dataset = ContrastiveDataset(records, models[next(iter(VARIANTS))][0].tokenizer, MAX_LENGTH)
+    objective = InfoNCE(InfoNCEConfig(temperature=0.05))
+    times: dict[str, list[float]] = {label: [] for label in VARIANTS}
+    real = []
+    for step in range(steps):
+        batch = dataset.collate([dataset[i] for i in range(BATCH * step, BATCH * (step + 1))])
+        real.append(float(batch.attention_mask.float().mean()))
+        for label, (encoder, optimizer) in models.items():
+            start = time.perf_counter()
+            objective(encoder(batch.input_ids, batch.attention_mask), batch).loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            times[label].append(time.perf_counter() - start)
+    print(f"training steps ({steps - 1} timed, real tokens {statistics.mean(real):.0%} of the padded batch):")
+    base = statistics.median(times[next(iter(VARIANTS))][1:])
+    for label, values in times.items():
+        median = statistics.median(values[1:])
+        print(f"  {label}: {median:.2f} s/step, {BATCH / median:.1f} sentences/s, {base / median:.2f}×")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=8)
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    dropout_masks()
+    training_steps(args.steps)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -8,7 +8,10 @@
 2. whole training steps (forward, backward, fused AdamW) of unsupervised SimCSE on all-MiniLM-L6-v2, batch
    64 × 2 views, max length 32, wiki sentences: padded + torch dropout (sentcl before), unpadded + torch
    dropout, unpadded + fast dropout (sentcl's default on the CPU). The three models take turns on each
-   batch; the first step of each is dropped and the median reported.
+   batch; the first step of each is dropped and the median reported;
+3. where the default step's time goes (``torch.profiler``, 3 steps): the share of the matrix products
+   and the GFLOP/s they reach, against the machine's matmul ceiling measured in the same process — the
+   bound on the fraction of the FLOP limit any step with these products can reach.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench import BATCH, MAX_LENGTH, model_path, wiki
+from bench import BATCH, MAX_LENGTH, model_path, part_ceiling, wiki
 
 from sentcl.data import ContrastiveDataset, Records
 from sentcl.model import ModelConfig, SentenceEncoder
@@ -75,6 +78,40 @@ def training_steps(steps: int) -> None:
     for label, values in times.items():
         median = statistics.median(values[1:])
         print(f"  {label}: {median:.2f} s/step, {BATCH / median:.1f} sentences/s, {base / median:.2f}×")
+    encoder, optimizer = models[list(VARIANTS)[-1]]
+    profile_step(encoder, optimizer, dataset, objective)
+
+
+MATMULS = ("aten::mm", "aten::addmm", "aten::bmm")
+
+
+def profile_step(encoder, optimizer, dataset, objective) -> None:
+    from torch.profiler import ProfilerActivity, profile
+    from torch.utils.flop_counter import FlopCounterMode
+
+    ceiling = part_ceiling("cpu")["gflops"]
+    batches = [dataset.collate([dataset[i] for i in range(BATCH * s, BATCH * (s + 1))]) for s in range(3)]
+    flops = 0
+    for batch in batches:  # counted outside the profile: the counter slows the step down
+        with FlopCounterMode(display=False) as counter:
+            objective(encoder(batch.input_ids, batch.attention_mask), batch).loss.backward()
+        optimizer.zero_grad(set_to_none=True)
+        flops += counter.get_total_flops()
+    with profile(activities=[ProfilerActivity.CPU]) as profiler:
+        for batch in batches:
+            objective(encoder(batch.input_ids, batch.attention_mask), batch).loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+    events = profiler.key_averages()
+    total = sum(e.self_cpu_time_total for e in events) / 1e6
+    matmul = sum(e.self_cpu_time_total for e in events if e.key in MATMULS) / 1e6
+    top = sorted((e for e in events if e.key not in MATMULS), key=lambda e: -e.self_cpu_time_total)[:6]
+    print(
+        f"default step, profiled: matrix products {matmul / total:.0%} of the time at "
+        f"{flops / matmul / 1e9:.1f} GFLOP/s (ceiling {ceiling:.1f}: {flops / matmul / 1e9 / ceiling:.2f}); "
+        f"the whole step at {flops / total / 1e9 / ceiling:.2f} of the ceiling"
+    )
+    print("  the rest: " + ", ".join(f"{e.key} {e.self_cpu_time_total / 1e6 / total:.1%}" for e in top))
 
 
 def main() -> int:

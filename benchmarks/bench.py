@@ -11,11 +11,13 @@ that load on the machine hits both alike; each number is the median of ``--repea
   τ = 0.05 ↔ scale 20), the same sentence pool from ../shared/data for both. sentcl: its ``train()`` (the
   loop the CLI runs; per-step times and real tokens from metrics.jsonl). sentence-transformers: its
   trainer with MultipleNegativesRankingLoss on (s, s) pairs, timed by a callback, real tokens counted in
-  its collator. Steps after ``WARMUP`` warm-up steps; FLOPs per step counted by
-  ``torch.utils.flop_counter`` on one step (the same computation for both);
+  its collator; and, once, sentcl's padded pass with torch's dropout masks (its state before unpadding).
+  Steps after ``WARMUP`` warm-up steps; FLOPs counted by ``torch.utils.flop_counter`` on one step, padded
+  and on the real tokens only (the useful work: the FLOP-limit column counts real tokens);
 * **encode**: 10,000 real sentences, batch 64, each library's ``encode``;
-* **STS**: the STS evaluation over the STS data present (pairs of every present task), each library's
-  evaluator, end to end from a loaded model;
+* **STS**: STS-B dev, each library's evaluator, end to end from a loaded model; and sentcl's 7-task
+  evaluation timed on stand-in sets with the real pair counts (``write_sts7_stand_in``: the test sets
+  are not in ../shared/data);
 * **int8**: sentcl's dynamic-int8 encode path, speed and STS-B dev cost.
 """
 

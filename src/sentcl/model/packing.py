@@ -17,6 +17,7 @@ same states (other position schemes, attention that ignores the interface) keeps
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 from dataclasses import dataclass
@@ -91,6 +92,12 @@ def packed_attention(
 AttentionInterface.register(ATTENTION_NAME, packed_attention)
 
 
+@functools.cache
+def _takes_token_types(backbone_class: type) -> bool:
+    """Whether the backbone's forward has ``token_type_ids`` (checked once per class, not per step)."""
+    return "token_type_ids" in inspect.signature(backbone_class.forward).parameters
+
+
 def _pass(
     backbone: nn.Module,
     input_ids: torch.Tensor,
@@ -103,9 +110,7 @@ def _pass(
     layout = PackedLayout(real.nonzero().squeeze(1), rows, length)
     positions = (attention_mask.long().cumsum(1) - 1 + first_position).reshape(-1)[layout.index]
     ids = input_ids.reshape(-1)[layout.index]
-    extra = {}
-    if "token_type_ids" in inspect.signature(backbone.forward).parameters:
-        extra["token_type_ids"] = torch.zeros_like(ids)[None]
+    extra = {"token_type_ids": torch.zeros_like(ids)[None]} if _takes_token_types(type(backbone)) else {}
     config = backbone.config
     previous = config._attn_implementation
     config._attn_implementation = ATTENTION_NAME

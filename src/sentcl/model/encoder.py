@@ -35,7 +35,7 @@ from sentcl.data.collate import collate_views, tokenize_texts
 from sentcl.model.backbone import ModelLoadError, load_backbone, resolve_model_path
 from sentcl.model.dropout import use_fast_dropout
 from sentcl.model.heads import MLPHead
-from sentcl.model.packing import backbone_states
+from sentcl.model.packing import backbone_states, unpad_by_default
 from sentcl.model.pooling import NEEDS_HIDDEN_STATES, POOLERS, WITH_MLP_HEAD
 from sentcl.model.sentence_transformers_export import unsupported_reason, write_sentence_transformers_files
 from sentcl.serving.index import Hit, SentenceIndex
@@ -180,8 +180,7 @@ class SentenceEncoder(nn.Module):
 
     def unpads_training(self) -> bool:
         """Whether training passes run the backbone on real tokens only (``ModelConfig.unpad``)."""
-        unpad = getattr(self, "unpad", None)
-        return self.device.type == "cpu" if unpad is None else bool(unpad)
+        return unpad_by_default(self.device) if self.unpad is None else bool(self.unpad)
 
     def forward_with_states(self, input_ids, attention_mask) -> tuple[torch.Tensor, torch.Tensor]:
         """Training path on [N, L] ids → (embeddings [N, D] as ``forward`` gives them, last-layer token

@@ -68,7 +68,7 @@ def packed_attention(
 ) -> tuple[torch.Tensor, None]:
     """Attention within each sentence of a packed sequence → [1, T, heads, d] (what HF layers expect)."""
     if sentcl_layout is None:
-        raise RuntimeError(f"the {ATTENTION_NAME!r} attention runs only inside packed_backbone_pass")
+        raise RuntimeError(f"the {ATTENTION_NAME!r} attention runs only inside backbone_states(unpad=True)")
     layout = sentcl_layout
 
     def to_padded(x: torch.Tensor) -> torch.Tensor:  # [1, h, T, d] → [N, h, L, d]
@@ -135,14 +135,15 @@ def _probe(backbone: nn.Module) -> int | None:
     config = backbone.config
     vocab = int(getattr(config, "vocab_size", 0) or 0)
     pad_id = getattr(config, "pad_token_id", None)
-    candidates = [0] + ([int(pad_id) + 1] if isinstance(pad_id, int) and pad_id >= 0 else [])
+    pad_id = pad_id if isinstance(pad_id, int) and pad_id >= 0 else None
+    candidates = [0] + ([pad_id + 1] if pad_id is not None else [])
     if vocab < 8 or getattr(config, "is_decoder", False):
         return None
     device = next(backbone.parameters()).device
     lengths = [6, 3, 5]
     mask = torch.tensor([[1] * n + [0] * (max(lengths) - n) for n in lengths], device=device)
     ids = (torch.arange(mask.numel(), device=device).view_as(mask) * 7 + 3) % (vocab - 4) + 4
-    ids = ids.masked_fill(mask == 0, int(pad_id) if isinstance(pad_id, int) and pad_id >= 0 else 0)
+    ids = ids.masked_fill(mask == 0, pad_id or 0)
     was_training = backbone.training
     backbone.eval()
     try:
@@ -171,8 +172,13 @@ def packing_position(backbone: nn.Module) -> int | None:
         first = _probe(backbone) if hasattr(backbone, "config") else None
         if first is None:
             logger.info("%s: no unpadded pass (its states differ); padded batches", type(backbone).__name__)
-        object.__setattr__(backbone, _SUPPORT_ATTRIBUTE, first)
+        setattr(backbone, _SUPPORT_ATTRIBUTE, first)
     return getattr(backbone, _SUPPORT_ATTRIBUTE)
+
+
+def unpad_by_default(device: torch.device) -> bool:
+    """Unpadded passes when nobody chose: on the CPU (measured faster there), not on GPUs (unmeasured)."""
+    return device.type == "cpu"
 
 
 def backbone_states(

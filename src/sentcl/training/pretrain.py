@@ -46,6 +46,7 @@ from sentcl.embedder import CachedEmbedder
 from sentcl.evaluation import STSEvaluator, resolve_data_dir
 from sentcl.model import ModelLoadError, SentenceEncoder, backbone_states, use_fast_dropout
 from sentcl.model.backbone import resolve_model_path
+from sentcl.model.packing import unpad_by_default
 from sentcl.objectives.mlm import head_loss, mask_tokens, split_mlm_model
 from sentcl.training import distributed
 from sentcl.training.checkpoint import LoopState, load_checkpoint, save_checkpoint
@@ -294,7 +295,7 @@ def pretrain(config: PretrainConfig) -> PretrainResult:
             raise ConfigError(f"training.eval_task: {loop.eval_task!r} cannot be evaluated: {missing[0]}")
     model, tokenizer = build_mlm_model(config.model, loop.seed)
     use_fast_dropout(model)  # CPU: cheaper dropout masks (model/dropout.py); weights unchanged
-    unpad = device.type == "cpu"  # dense layers on real tokens only (model/packing.py), as sentcl train
+    unpad = unpad_by_default(device)  # dense layers on real tokens only (model/packing.py), as sentcl train
     if tokenizer.mask_token_id is None:
         raise ModelLoadError("the tokenizer has no [MASK] token; MLM needs one")
     positions = getattr(model.config, "max_position_embeddings", None)

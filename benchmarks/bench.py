@@ -18,7 +18,8 @@ that load on the machine hits both alike; each number is the median of ``--repea
 * **STS**: STS-B dev, each library's evaluator, end to end from a loaded model; and sentcl's 7-task
   evaluation timed on stand-in sets with the real pair counts (``write_sts7_stand_in``: the test sets
   are not in ../shared/data);
-* **int8**: sentcl's dynamic-int8 encode path, speed and STS-B dev cost.
+* **int8**: sentcl's dynamic-int8 encode path, speed and STS-B dev cost; and the int8 kernels against fp32
+  on the same products (in the ceiling part): the most any int8 path can gain on this machine.
 """
 
 from __future__ import annotations
@@ -86,7 +87,41 @@ def part_ceiling(device: str) -> dict:
                 torch.cuda.synchronize()
             times.append(time.perf_counter() - start)
         results[f"{m}x{k}x{n}"] = 2 * m * k * n / statistics.median(times[5:]) / 1e9
-    return {"gflops_by_shape": results, "gflops": max(results.values()), "dtype": str(dtype)}
+    result = {"gflops_by_shape": results, "gflops": max(results.values()), "dtype": str(dtype)}
+    if device == "cpu":
+        result |= int8_ceiling(tokens)
+    return result
+
+
+def int8_ceiling(rows: int) -> dict:
+    """The int8 kernels' speed on the same shapes: a Linear layer in the dynamic int8 of
+    ``SentenceEncoder.quantized_int8`` (per-channel weights, activations quantised per call) against the
+    fp32 Linear, both with bias, timed alike. Their ratio bounds what any int8 encode path can gain here."""
+    import warnings
+
+    import torch
+    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+
+    ratios, int8 = {}, {}
+    for k, n in ((384, 1536), (1536, 384), (384, 384)):
+        linear = torch.nn.Sequential(torch.nn.Linear(k, n))
+        with warnings.catch_warnings():  # torch marks its quantised types as deprecated
+            warnings.simplefilter("ignore")
+            quantized = quantize_dynamic(linear, {torch.nn.Linear: per_channel_dynamic_qconfig}, torch.qint8)
+        x = torch.randn(rows, k)
+        times: dict[str, list[float]] = {"fp32": [], "int8": []}
+        with torch.inference_mode():
+            for _ in range(15):  # interleaved, so that a drifting load hits both alike
+                for name, layer in (("fp32", linear), ("int8", quantized)):
+                    start = time.perf_counter()
+                    layer(x)
+                    times[name].append(time.perf_counter() - start)
+        speeds = {name: 2 * rows * k * n / statistics.median(t[5:]) / 1e9 for name, t in times.items()}
+        int8[f"{rows}x{k}x{n}"] = speeds["int8"]
+        ratios[f"{rows}x{k}x{n}"] = speeds["int8"] / speeds["fp32"]
+    engine = torch.backends.quantized.engine
+    return {"int8_gops_by_shape": int8, "int8_over_fp32_by_shape": ratios,
+            "int8_over_fp32": max(ratios.values()), "quantized_engine": engine}  # fmt: skip
 
 
 def count_step_flops(device: str) -> dict:
@@ -353,6 +388,7 @@ def write_sts7_stand_in(folder: Path) -> int:
 
 def part_sts7_sentcl(device: str) -> dict:
     """The full 7-task STS evaluation (SimCSE's protocol) on the stand-in sets: load, encode, score."""
+    from sentcl.data.collate import tokenize_texts
     from sentcl.evaluation import STSEvaluator
     from sentcl.model import SentenceEncoder
 
@@ -363,15 +399,41 @@ def part_sts7_sentcl(device: str) -> dict:
         evaluator = STSEvaluator(tmp, "sts")
         report = evaluator.report(encoder)
         seconds = time.perf_counter() - start
-    sentences = {
-        s for task in evaluator.tasks for d in task.datasets.values() for s in d.sentences1 + d.sentences2
-    }
+    sentences = sorted(
+        {s for task in evaluator.tasks for d in task.datasets.values() for s in d.sentences1 + d.sentences2}
+    )
+    lengths = tokenize_texts(encoder.tokenizer, sentences, encoder.max_length, desc=None).lengths()
+    flops = encode_flops(encoder, lengths)
+    ceiling = part_ceiling(device)["gflops"]
     return {
         "seconds": seconds,
         "pairs": pairs,
         "tasks": len(report.scores),
         "unique_sentences": len(sentences),
+        "real_tokens": int(lengths.sum()),
+        "encode_gflop": flops / 1e9,
+        "ceiling_gflops": ceiling,
     }
+
+
+def encode_flops(encoder, lengths) -> float:
+    """FLOPs of one forward pass over sentences of these token lengths, each without padding. Per
+    sentence they are a·L + b·L² (products linear in L, attention maps quadratic): a and b fitted on
+    ``torch.utils.flop_counter`` counts of one sentence at three lengths (exact, not estimated)."""
+    import numpy as np
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    points = (8, 16, 32)
+    counts = []
+    for length in points:
+        ids = torch.full((1, length), 1000, dtype=torch.long, device=encoder.device)
+        with torch.inference_mode(), FlopCounterMode(display=False) as counter:
+            encoder.embed(ids, torch.ones_like(ids))
+        counts.append(counter.get_total_flops())
+    b, a, c = np.polyfit(points, counts, 2)
+    lengths = np.asarray(lengths, dtype=np.float64)
+    return float((a * lengths + b * lengths**2 + c).sum())
 
 
 PARTS = {
@@ -537,11 +599,29 @@ def report(runs: dict[str, list[dict]], device: str, seconds: float) -> str:
             f"sentences; the real test sets are not in ../shared/data): sentcl **{sts7['seconds']:.1f} s** "
             f"(load, encode, score), peak RSS {rss('sts7-sentcl')} MB.",
         ]
+        if "encode_gflop" in sts7:
+            floor = sts7["encode_gflop"] / sts7["ceiling_gflops"]
+            lines.append(
+                f"Its forward passes alone are {sts7['encode_gflop']:,.0f} GFLOP "
+                f"({sts7['real_tokens']:,} real tokens, no padding): **{floor:.0f} s** at the "
+                f"{sts7['ceiling_gflops']:.1f} GFLOP/s ceiling measured in that process, before loading, "
+                f"tokenising or scoring; 90 s would need "
+                f"{sts7['encode_gflop'] / 90:.0f} GFLOP/s."
+            )
     if runs["encode-sentcl-int8"]:
         int8 = runs["encode-sentcl-int8"][0]
         lines.append(
             f"STS-B dev Spearman, fp32 → int8: {sts_scores['stsb_dev_spearman']:.2f} → "
             f"{int8['stsb_dev_int8']:.2f}."
+        )
+    kernels = runs["ceiling"][0].get("int8_over_fp32_by_shape")
+    if kernels:
+        shapes = ", ".join(f"{shape} {ratio:.2f}×" for shape, ratio in kernels.items())
+        needed = 2 * encode["encode-st"] / encode["encode-sentcl"]
+        lines.append(
+            f"int8 kernels against fp32 on the same products (dynamic int8 Linear, engine "
+            f"{runs['ceiling'][0]['quantized_engine']}): {shapes} — the most any int8 encode path can gain "
+            f"over fp32 here; 2× sentence-transformers would need {needed:.2f}× over sentcl's fp32 encode."
         )
     return "\n".join(lines) + "\n"
 

@@ -327,7 +327,7 @@ STS7_PAIRS = {
 }  # fmt: skip
 
 
-def write_sts7_stand_in(folder: Path) -> int:
+def write_sts7_stand_in(folder: Path) -> None:
     """The seven STS test sets are not in ../shared/data; for *timing* the 7-task evaluation, write
     stand-ins in their real file layouts with their real pair counts (18,850 pairs), made of real pairs
     of the same kind (STS-B train + dev, then NLI premise/hypothesis pairs) with random gold scores."""
@@ -384,7 +384,6 @@ def write_sts7_stand_in(folder: Path) -> int:
                 )
     if used > len(pairs):
         raise RuntimeError(f"only {len(pairs)} pairs for the {used} of the stand-in")
-    return used
 
 
 def part_sts7_sentcl(device: str, stand_in: bool = False) -> dict:
@@ -534,7 +533,7 @@ def sts7_lines(runs: dict[str, list[dict]], ceilings: list[float], rss) -> list[
     size = f"{sts7['pairs']:,} pairs, {sts7['unique_sentences']:,} distinct sentences"
     if sts7["stand_in"]:
         timed = (
-            f"on stand-in sets with the real sizes ({size}; the test sets are not in ../shared/data): "
+            f"on stand-in sets with the real sizes ({size}; a timing, not a score): "
             f"sentcl **{sts7['seconds']:.1f} s** (load, encode, score), peak RSS {rss(name)} MB."
         )
     elif sts7["tasks"]:

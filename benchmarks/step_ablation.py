@@ -61,7 +61,7 @@ def compile_dense_blocks(encoder: SentenceEncoder) -> SentenceEncoder:
     """``torch.compile`` (inductor, dynamic shapes: the packed token count changes every batch) of each
     BERT layer's three dense blocks — Linear + GELU, and Linear + dropout + residual + LayerNorm twice — the
     element-wise work a fused step would fold into its neighbours. The whole encoder does not compile here
-    (dynamo stops on the packed attention's call path)."""
+    (dynamo stops with an AssertionError on torch 2.13 / Python 3.11)."""
     for layer in encoder.backbone.encoder.layer:
         layer.intermediate = torch.compile(layer.intermediate, dynamic=True)
         layer.output = torch.compile(layer.output, dynamic=True)

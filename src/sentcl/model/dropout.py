@@ -5,7 +5,7 @@ every attention map: about 20 masks of ~1 M entries per step of all-MiniLM-L6-v2
 Torch's CPU dropout draws one Bernoulli sample per entry (``bernoulli_``), which costs ~8 % of a step on
 this 2-core machine. Here one 64-bit random integer gives four 16-bit uniforms, and an entry is kept when
 its uniform is at or above ``round(p · 65536)``: the same independent Bernoulli(1 − p) masks, with ``p``
-resolved to 1/65536 (0.1 → 0.100006), ~2.6× cheaper forward + backward
+resolved to 1/65536 (0.1 → 0.100006), 2.1–2.8× cheaper forward + backward
 (``benchmarks/step_ablation.py``). On other devices, and in eval mode, it is ``nn.Dropout``.
 """
 

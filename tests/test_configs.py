@@ -28,7 +28,13 @@ def test_recipe_loads(path, monkeypatch):
                 load_pretrain_recipe(spec.pretrain, as_overrides(spec.overrides))
             for name in spec.methods:
                 method = plan.methods[name]
-                load_recipe(method.recipe, as_overrides(plan.budget) + as_overrides(method.overrides))
+                overrides = {  # a method's model_of stands for a trained model folder
+                    key: "trained-model" if isinstance(value, dict) else value
+                    for key, value in method.overrides.items()
+                }
+                for _, candidate in plan.candidates(method):
+                    settings = {**plan.budget, **overrides, **candidate, "training.seed": plan.seeds[0]}
+                    load_recipe(method.recipe, as_overrides(settings))
         return
     (load_pretrain_recipe if path.parent.name == "pretrain" else load_recipe)(path)
 

@@ -4,9 +4,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from sentcl.config import ConfigError, from_dict
 from sentcl.model import EncodedBatch
 from sentcl.objectives import InfoNCE
-from sentcl.objectives.dclr import DCLR, DCLRConfig, dclr_loss, refine_noise
+from sentcl.objectives.dclr import DCLR, START, DCLRConfig, dclr_loss, refine_noise
 from tests.conftest import SENTENCES
 from tests.objectives.helpers import batch_of, tiny_encoder
 
@@ -39,7 +40,7 @@ def test_equals_a_naive_reference():
 
 
 def test_reduces_to_simcse_without_weights_or_noise(encoder):
-    dclr = DCLR(DCLRConfig(phi=1.0, noise_times=0), encoder)
+    dclr = DCLR(DCLRConfig(phi=1.0, noise_times=0, complementary_model=START), encoder)
     batch = batch_of(encoder, SENTENCES[:6])  # distinct sentences: no complementary cosine reaches 1
     torch.manual_seed(1)
     z = torch.randn(6, 2, encoder.dimension)
@@ -49,7 +50,7 @@ def test_reduces_to_simcse_without_weights_or_noise(encoder):
 
 
 def test_a_duplicate_sentence_is_not_a_negative(encoder):
-    dclr = DCLR(DCLRConfig(phi=0.999, noise_times=0), encoder)
+    dclr = DCLR(DCLRConfig(phi=0.999, noise_times=0, complementary_model=START), encoder)
     sentences = [SENTENCES[0], SENTENCES[1], SENTENCES[0], SENTENCES[2]]
     batch = batch_of(encoder, sentences)
     z = torch.randn(4, 2, encoder.dimension)
@@ -76,7 +77,7 @@ def test_noise_moves_towards_the_data():
 
 
 def test_complementary_encoder_is_frozen_and_loss_decreases(encoder):
-    dclr = DCLR(DCLRConfig(), encoder)
+    dclr = DCLR(DCLRConfig(complementary_model=START), encoder)
     batch = batch_of(encoder, SENTENCES[:8])
     optimizer = torch.optim.AdamW(encoder.parameters(), lr=3e-3)
     encoder.eval()  # deterministic views for the test; the complementary copy stays fixed
@@ -93,3 +94,25 @@ def test_complementary_encoder_is_frozen_and_loss_decreases(encoder):
     assert all(torch.equal(a, b) for a, b in zip(frozen, dclr.complementary.parameters(), strict=True))
     assert sum(losses[-3:]) < sum(losses[:3])
     assert not dclr.complementary.training
+
+
+def test_the_complementary_model_is_required_by_name():
+    """No silent copy of the starting encoder: on a raw MLM encoder that copy drops every negative."""
+    with pytest.raises(ConfigError, match="complementary_model: DCLR weighs negatives with a trained"):
+        from_dict(DCLRConfig, {}, prefix="objective")
+    assert from_dict(DCLRConfig, {"complementary_model": "start"}, prefix="objective").complementary_model
+
+
+def test_a_trained_complementary_model_is_loaded_from_its_folder(encoder, tiny_model_dir, tmp_path):
+    other = tiny_encoder(tiny_model_dir, "avg")
+    with torch.no_grad():
+        for parameter in other.parameters():
+            parameter.add_(0.5 * torch.randn_like(parameter))  # "trained": not the starting weights
+    other.save(tmp_path / "run" / "model")
+    dclr = DCLR(DCLRConfig(complementary_model=str(tmp_path / "run")), encoder)  # a run folder: its model
+    batch = batch_of(encoder, SENTENCES[:4])
+    with torch.no_grad():
+        expected = other.eval().embed(batch.input_ids[:, 0], batch.attention_mask[:, 0])
+        start = encoder.eval().embed(batch.input_ids[:, 0], batch.attention_mask[:, 0])
+        used = dclr.complementary.embed(batch.input_ids[:, 0], batch.attention_mask[:, 0])
+    assert torch.allclose(used, expected, atol=1e-5) and not torch.allclose(used, start, atol=1e-3)

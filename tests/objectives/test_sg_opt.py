@@ -88,3 +88,15 @@ def test_sg_uses_one_layer_per_sentence(encoder):
     torch.manual_seed(1)
     c = objective(EncodedBatch(z), batch).loss
     assert a.item() == b.item() and a.item() != c.item()  # the sampled layers differ with the seed
+
+
+def test_a_recipe_putting_simcse_mlp_before_sg_opt_projection_is_refused():
+    from sentcl.config import ConfigError
+    from sentcl.training import recipe_from_dict
+
+    recipe = {"model": {"name_or_path": "m", "pooler": "cls"}, "data": {"train_file": "x.txt"}}
+    with pytest.raises(ConfigError, match=r"model.pooler: 'cls' puts SimCSE's tanh MLP head in front"):
+        recipe_from_dict(recipe | {"objective": {"name": "sg_opt"}})
+    for pooler in ("cls_before_pooler", "avg"):
+        recipe["model"]["pooler"] = pooler
+        assert recipe_from_dict(recipe | {"objective": {"name": "sg_opt"}}).model.pooler == pooler

@@ -95,3 +95,16 @@ def test_mlm_weight_zero_leaves_the_token_contrast_only(encoder):
     torch.manual_seed(1)
     out = objective(None, batch_of(encoder, views=1))
     assert out.loss.item() == pytest.approx(out.terms["tacl"].item(), abs=1e-6)
+
+
+@pytest.mark.parametrize("pooler", ["cls", "cls_before_pooler"])
+def test_a_recipe_measuring_tacl_on_cls_is_refused(pooler):
+    """TaCL's loss never trains [CLS]: a row on it would measure the starting model's [CLS]."""
+    from sentcl.config import ConfigError
+    from sentcl.training import recipe_from_dict
+
+    recipe = {"model": {"name_or_path": "m", "pooler": pooler}, "data": {"train_file": "x.txt"}}
+    with pytest.raises(ConfigError, match=f"model.pooler: '{pooler}' is never trained by TaCL"):
+        recipe_from_dict(recipe | {"objective": {"name": "tacl"}})
+    recipe["model"]["pooler"] = "avg"
+    assert recipe_from_dict(recipe | {"objective": {"name": "tacl"}}).model.pooler == "avg"

@@ -1,13 +1,15 @@
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from sentcl.analysis.report import ModelAnalysis
 from sentcl.config import ConfigError
 from sentcl.reproduction import load_plan, reproduce
-from sentcl.reproduction.claims import judge
-from sentcl.reproduction.pipeline import Stage, read_stage
+from sentcl.reproduction.claims import Measured, judge
+from sentcl.reproduction.pipeline import Candidate, Stage, choose, read_stage
 from tests.conftest import SENTENCES
 
 ARCHITECTURE = {
@@ -48,6 +50,12 @@ def setup(tmp_path, tiny_model_dir, stsb_data_dir):
         {"model": {"name_or_path": "x", "pooler": "cls"}, "data": {"train_file": str(nli), "max_length": 16},
          "objective": {"name": "simcse", "hard_negative_weight": 1.0}},
     )  # fmt: skip
+    dclr = write(
+        tmp_path / "dclr.yaml",
+        {"model": {"name_or_path": "x", "pooler": "avg"},
+         "data": {"train_file": str(corpus), "max_length": 16},
+         "objective": {"name": "dclr", "complementary_model": "start"}},
+    )  # fmt: skip
     intro = tmp_path / "intro.md"
     intro.write_text("Tiny plan for the tests.\n")
     plan = {
@@ -56,12 +64,18 @@ def setup(tmp_path, tiny_model_dir, stsb_data_dir):
         "images": str(tmp_path / "docs" / "images"),
         "intro": str(intro),
         "fit_on": str(corpus),
-        "budget": {"training.max_steps": 4, "training.batch_size": 4, "training.learning_rate": 1e-3,
-                   "training.eval_steps": 2, "training.eval_at_start": True, "training.seed": 3},
+        "budget": {"training.max_steps": 4, "training.batch_size": 4, "training.eval_steps": 2,
+                   "training.eval_at_start": True, "training.start_is_candidate": True},
+        "search": {"training.learning_rate": [1e-3, 1e-2]},
+        "seeds": [3, 4],
+        "poolers": {"cls+mlp": {"model.pooler": "cls", "model.mlp_only_train": True},
+                    "avg": {"model.pooler": "avg", "model.mlp_only_train": False}},
         "encoders": {"raw": {"pretrain": str(pretrain), "baselines": ["avg_first_last", "cls_before_pooler"],
                              "postprocess": ["whitening", "abtt"]}},
-        "methods": {"unsup SimCSE": {"recipe": str(unsup), "role": "unsup"},
-                    "sup SimCSE": {"recipe": str(sup), "role": "sup"}},
+        "methods": {"unsup SimCSE": {"recipe": str(unsup), "role": "unsup", "poolers": ["cls+mlp", "avg"]},
+                    "sup SimCSE": {"recipe": str(sup), "role": "sup"},
+                    "DCLR": {"recipe": str(dclr),
+                             "overrides": {"objective.complementary_model": {"model_of": "unsup SimCSE"}}}},
     }  # fmt: skip
     return tmp_path, plan, stsb_data_dir
 
@@ -72,12 +86,22 @@ def test_plan_runs_end_to_end_then_only_redoes_what_changed(setup):
     report, outcomes = reproduce(plan_path, str(data_dir))
     assert [o.action for o in outcomes] == ["ran"] * len(outcomes)
     names = [o.name for o in outcomes]
-    assert names[0] == "pretrain raw" and sum(n.startswith("train") for n in names) == 2
-    assert sum(n.startswith("measure") for n in names) == 6  # 2 poolers, 2 post-processors, 2 methods
+    trained = [n for n in names if n.startswith("train")]
+    # unsup: 2 poolers × 2 lr + 1 more seed; sup and DCLR: 2 lr + 1 more seed
+    assert names[0] == "pretrain raw" and len(trained) == 5 + 3 + 3
+    assert sum("seed 4" in n for n in trained) == 3
+    assert (
+        sum(n.startswith("measure") for n in names) == 4 + 3 * 2
+    )  # 2 poolers, 2 post-processors, 3 × 2 seeds
     text = report.read_text()
     assert "Tiny plan for the tests." in text and "| claim | rule | here |" in text
-    for label in ("avg_first_last + whitening", "cls_before_pooler", "unsup SimCSE", "sup SimCSE"):
+    assert "### The search each method got" in text and text.count("| ✔ |") == 3
+    for label in ("avg_first_last + whitening", "cls_before_pooler", "unsup SimCSE", "sup SimCSE", "DCLR"):
         assert f"| {label} |" in text
+    unsup_line = next(
+        line for line in text.splitlines() if line.startswith("| unsup SimCSE | ") and "| 2 |" in line
+    )
+    assert unsup_line.count(" ± ") >= 2  # STS-B dev and train: mean ± std over the 2 seeds
     assert "Whitening improves uniformity but hurts alignment" in text
     flow = next(line for line in text.splitlines() if line.startswith("| Flow improves uniformity"))
     assert flow.endswith("| not measured |")
@@ -88,7 +112,24 @@ def test_plan_runs_end_to_end_then_only_redoes_what_changed(setup):
         "raw_pretraining.png",
     ):
         assert (tmp_path / "docs" / "images" / figure).stat().st_size > 1000
-    row = json.loads((tmp_path / "out" / "rows" / "raw" / "unsup-simcse" / "row.json").read_text())
+
+    # the chosen setting is the candidate with the best STS-B dev, and DCLR's complementary model is its model
+    runs = tmp_path / "out" / "runs" / "raw" / "unsup-simcse"
+    summaries = {
+        folder.parent.name: json.loads((folder / "summary.json").read_text())
+        for folder in runs.glob("*/seed-3")
+    }
+    assert len(summaries) == 4
+    best = max(summaries, key=lambda k: summaries[k]["best_metrics"]["stsb_dev_spearman"])
+    assert (runs / best / "seed-4" / "summary.json").is_file()
+    assert sum((runs / k / "seed-4").exists() for k in summaries) == 1
+    dclr_configs = list((tmp_path / "out" / "runs" / "raw" / "dclr").glob("*/seed-*/config.yaml"))
+    assert len(dclr_configs) == 3
+    for config in dclr_configs:
+        assert yaml.safe_load(config.read_text())["objective"]["complementary_model"] == str(
+            runs / best / "seed-3"
+        )
+    row = json.loads((tmp_path / "out" / "rows" / "raw" / "unsup-simcse" / "seed-3" / "row.json").read_text())
     assert [p[0] for p in row["trajectory"]] == [0, 2, 4]  # eval at start, then every 2 steps
 
     _, again = reproduce(plan_path, str(data_dir))
@@ -97,11 +138,9 @@ def test_plan_runs_end_to_end_then_only_redoes_what_changed(setup):
     plan["budget"]["training.max_steps"] = 6  # only the trained methods and their rows change
     _, changed = reproduce(write(tmp_path / "plan.yaml", plan), str(data_dir))
     ran = {o.name for o in changed if o.action == "ran"}
-    assert ran == {
-        "train unsup SimCSE from raw", "train sup SimCSE from raw",
-        "measure raw: unsup SimCSE", "measure raw: sup SimCSE",
-    }  # fmt: skip
-    row = json.loads((tmp_path / "out" / "rows" / "raw" / "unsup-simcse" / "row.json").read_text())
+    assert not any(n.startswith(("pretrain", "measure raw: avg", "measure raw: cls")) for n in ran)
+    assert sum(n.startswith("train") for n in ran) == 11
+    row = json.loads((tmp_path / "out" / "rows" / "raw" / "unsup-simcse" / "seed-3" / "row.json").read_text())
     assert [p[0] for p in row["trajectory"]] == [0, 2, 4, 6]
 
 
@@ -141,29 +180,87 @@ def test_plan_errors_name_the_file_and_key(setup):
     with pytest.raises(ConfigError, match=r"plan.yaml: budgett: unknown key"):
         load_plan(write(tmp_path / "plan.yaml", bad))
     bad = json.loads(json.dumps(plan))
-    bad["encoders"]["raw"]["methods"] = ["DCLR"]
-    with pytest.raises(ConfigError, match=r"encoders.raw.methods: 'DCLR' is not defined under methods"):
+    bad["encoders"]["raw"]["methods"] = ["VaSCL"]
+    with pytest.raises(ConfigError, match=r"encoders.raw.methods: 'VaSCL' is not defined under methods"):
         load_plan(write(tmp_path / "plan.yaml", bad))
+    bad = json.loads(json.dumps(plan))
+    bad["encoders"]["raw"]["methods"] = ["DCLR", "unsup SimCSE"]
+    with pytest.raises(
+        ConfigError, match=r"'DCLR' uses the model of 'unsup SimCSE'; list 'unsup SimCSE' before"
+    ):
+        load_plan(write(tmp_path / "plan.yaml", bad))
+    bad = json.loads(json.dumps(plan))
+    bad["methods"]["sup SimCSE"]["poolers"] = ["max"]
+    with pytest.raises(ConfigError, match=r"methods.sup SimCSE.poolers: 'max' is not defined under poolers"):
+        load_plan(write(tmp_path / "plan.yaml", bad))
+    for key, value, message in (
+        ("seeds", [1, 1], "seeds: a seed appears twice"),
+        ("seeds", [], "seeds: expected a non-empty list"),
+        (
+            "search",
+            {"training.learning_rate": []},
+            "search.training.learning_rate: expected a non-empty list",
+        ),
+    ):
+        with pytest.raises(ConfigError, match=message):
+            load_plan(write(tmp_path / "plan.yaml", json.loads(json.dumps(plan)) | {key: value}))
 
 
-def analysis(label, spearman, align, uniform, avg_cos, sv10, rank):
+def test_the_candidates_are_every_pooler_times_the_grid(setup):
+    tmp_path, plan, _ = setup
+    loaded = load_plan(write(tmp_path / "plan.yaml", plan))
+    candidates = loaded.candidates(loaded.methods["unsup SimCSE"])
+    assert [label for label, _ in candidates] == [
+        "cls+mlp, lr 0.001", "cls+mlp, lr 0.01", "avg, lr 0.001", "avg, lr 0.01",
+    ]  # fmt: skip
+    assert candidates[3][1] == {
+        "model.pooler": "avg",
+        "model.mlp_only_train": False,
+        "training.learning_rate": 0.01,
+    }
+    assert [label for label, _ in loaded.candidates(loaded.methods["sup SimCSE"])] == ["lr 0.001", "lr 0.01"]
+
+
+def test_the_choice_is_the_best_dev_and_never_a_nan():
+    def candidate(best):
+        return Candidate("c", {}, Path(), "k", best, 0, None)
+
+    assert choose([candidate(50.0), candidate(float("nan")), candidate(60.0), candidate(60.0)]) == 2
+    assert choose([candidate(float("nan")), candidate(10.0)]) == 1
+
+
+def measured(label, train, align, uniform, avg_cos, sv10, rank, dev=None):
     spectrum = {"avg_cos_random": avg_cos, "sv10": sv10, "effective_rank": rank}
-    return ModelAnalysis(label, spearman, align, uniform, spectrum, np.ones(3), np.zeros(3), np.zeros(3))
+    dev = train if dev is None else dev
+    a = ModelAnalysis(label, dev, align, uniform, spectrum, np.ones(3), np.zeros(3), np.zeros(3))
+    return Measured(label, a, dev, train, pooler="avg")
 
 
 def test_claims_follow_their_rules_and_missing_rows_are_not_measured():
-    raw = analysis("raw", 50.0, 0.10, -1.0, 0.8, 0.05, 20.0)
-    unsup = analysis("unsup", 70.0, 0.12, -2.5, 0.2, 0.30, 90.0)
-    sup = analysis("sup", 75.0, 0.09, -2.0, 0.3, 0.25, 80.0)
-    whitening = analysis("whitening", 60.0, 0.40, -3.5, 0.0, 0.90, 200.0)
-    verdicts = {v.claim.split(":")[0]: v.holds for v in judge(raw, unsup, sup, whitening, None)}
+    raw = measured("raw", 50.0, 0.10, -1.0, 0.8, 0.05, 20.0)
+    unsup = measured("unsup", 70.0, 0.12, -2.5, 0.2, 0.30, 90.0)
+    sup = measured("sup", 75.0, 0.09, -2.0, 0.3, 0.25, 80.0)
+    whitening = measured("whitening", 60.0, 0.40, -3.5, 0.0, 0.90, 200.0)
+    verdicts = {v.claim.split(":")[0]: v.holds for v in judge(raw, raw, unsup, sup, whitening, None, raw)}
     assert verdicts["The raw MLM encoder is anisotropic"] is True
     assert verdicts["Unsup SimCSE improves uniformity while keeping alignment"] is True
     assert verdicts["Whitening improves uniformity but hurts alignment"] is True
     assert verdicts["Flow improves uniformity but hurts alignment"] is None
     assert verdicts["Supervised SimCSE improves alignment further"] is True
     assert verdicts["STS order of the paper"] is None  # flow is missing
-    worse = analysis("unsup", 40.0, 0.30, -2.5, 0.2, 0.30, 90.0)  # alignment lost, STS fell
-    verdicts = {v.claim: v.holds for v in judge(raw, worse, sup, whitening, None)}
+    assert verdicts["Unsup SimCSE beats whitening and flow"] is None
+    worse = measured("unsup", 40.0, 0.30, -2.5, 0.2, 0.30, 90.0)  # alignment lost, STS fell
+    verdicts = {v.claim: v.holds for v in judge(raw, raw, worse, sup, whitening, None, raw)}
     assert verdicts["Unsup SimCSE improves uniformity while keeping alignment"] is False
     assert verdicts["Unsup SimCSE raises STS"] is False
+
+
+def test_sts_claims_use_the_train_split_and_each_sides_best():
+    """A higher dev (the split every choice was made on) does not make a claim hold: train decides."""
+    same = measured("cls_before_pooler", 30.0, 0.10, -1.0, 0.8, 0.05, 20.0)
+    best = measured("avg", 60.0, 0.10, -1.0, 0.8, 0.05, 20.0)
+    unsup = measured("unsup", 55.0, 0.12, -2.5, 0.2, 0.30, 90.0, dev=80.0)
+    verdicts = {v.claim: v for v in judge(same, best, unsup, None, None, None, best)}
+    assert verdicts["Unsup SimCSE raises STS"].holds is False  # 55 < the raw side's best 60, dev aside
+    assert "STS-B train 60.00" in verdicts["Unsup SimCSE raises STS"].evidence
+    assert verdicts["Unsup SimCSE improves uniformity while keeping alignment"].holds is True

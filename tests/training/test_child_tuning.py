@@ -57,6 +57,32 @@ def test_d_keeps_the_top_fisher_share_against_a_naive_reference():
     )
 
 
+def test_d_leaves_no_gradient_of_any_trained_part_for_the_first_step(tmp_path, tiny_model_dir, monkeypatch):
+    """The Fisher passes reach the MLP head too: its gradients must not be added to step 1."""
+    import sentcl.training.loop as loop_module
+
+    calls, seen = [], []
+    real = loop_module.forward_backward
+
+    def spy(encoder, objective, batch, chunk=0):
+        calls.append(1)
+        if len(calls) == 3:  # after the 2 Fisher batches: the first training step
+            seen.extend(p.grad for p in list(encoder.parameters()) + list(objective.parameters()))
+        return real(encoder, objective, batch, chunk)
+
+    monkeypatch.setattr(loop_module, "forward_backward", spy)
+    data = tmp_path / "wiki.txt"
+    data.write_text("\n".join(SENTENCES * 2) + "\n")
+    train(recipe_from_dict({
+        "model": {"name_or_path": str(tiny_model_dir), "pooler": "cls", "mlp_only_train": True},
+        "data": {"train_file": str(data), "max_length": 16},
+        "objective": {"name": "simcse"},
+        "training": {"output_dir": str(tmp_path / "run"), "batch_size": 4, "max_steps": 1, "eval_steps": 0,
+                     "child_tuning": {"mode": "D", "reserve": 0.2, "fisher_batches": 2}},
+    }))  # fmt: skip
+    assert len(calls) == 3 and seen and all(g is None for g in seen)
+
+
 def test_d_updates_only_the_child_network_and_leaves_the_rest_bit_identical(tmp_path, tiny_model_dir):
     data = tmp_path / "wiki.txt"
     data.write_text("\n".join(SENTENCES * 2) + "\n")

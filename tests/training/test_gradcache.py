@@ -96,3 +96,28 @@ def test_gradcache_holds_less_activation_memory(encoder):
     with SavedTensorMeter() as cached:
         forward_backward(encoder, objective, batch, chunk_size=4)
     assert 0 < cached.peak < plain.peak / 3
+
+
+def test_ease_under_gradcache_equals_its_full_batch(tiny_model_dir):
+    """EASE reads its entity rows from the batch: GradCache must hand it the batch, not crash."""
+    from sentcl.data.readers import Records
+    from sentcl.objectives import EASE, EASEConfig
+
+    torch.manual_seed(0)
+    encoder = SentenceEncoder.from_config(ModelConfig(str(tiny_model_dir), pooler="avg")).eval()
+    ease = EASE(EASEConfig(), encoder)
+    rows = [(f"sentence {i}", f"entity {i % 3}", f"entity {(i + 1) % 3}") for i in range(6)]
+    ease.bind_records(Records(path="rows.tsv", rows=rows, lines=list(range(1, 7))))
+    tokens = encoder.tokenizer([r[0] for r in rows], padding=True, return_tensors="pt")
+    ids = tokens["input_ids"][:, None].expand(-1, 2, -1).contiguous()
+    batch = Batch(ids, tokens["attention_mask"][:, None].expand(-1, 2, -1).contiguous(), torch.arange(6))
+    gradients = []
+    for chunk in (0, 2):
+        encoder.zero_grad()
+        ease.zero_grad()
+        loss = forward_backward(encoder, ease, batch, chunk).loss
+        gradients.append((loss.item(), [p.grad.clone() for p in encoder.parameters() if p.grad is not None]))
+    (full, full_grads), (cached, cached_grads) = gradients
+    assert cached == pytest.approx(full, abs=1e-5)
+    assert len(full_grads) == len(cached_grads) > 0
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(full_grads, cached_grads, strict=True))

@@ -1,5 +1,6 @@
 import json
 
+import numpy as np
 import pytest
 import torch
 
@@ -134,7 +135,7 @@ OBJECTIVES = {
     "nt_xent": ({"name": "nt_xent"}, {}),
     "moco": ({"name": "moco", "queue_size": 8}, {"n_views": 1}),
     "align_uniform": ({"name": "align_uniform", "info_nce_weight": 0.5}, {}),
-    "dclr": ({"name": "dclr"}, {}),
+    "dclr": ({"name": "dclr", "complementary_model": "start"}, {}),
     "vascl": ({"name": "vascl", "topk": 2}, {}),
     "simcse+mlm": ({"name": "simcse", "mlm_weight": 0.1}, {}),
     "tacl": ({"name": "tacl"}, {"n_views": 1}),
@@ -207,3 +208,41 @@ def test_gradcache_is_refused_for_objectives_with_their_own_passes(tmp_path, tin
     }  # fmt: skip
     with pytest.raises(ConfigError, match="gradcache_chunk"):
         train(recipe_from_dict(config))
+
+
+def test_the_start_model_is_a_candidate_when_asked(
+    tmp_path, tiny_model_dir, wiki_file, stsb_data_dir, monkeypatch
+):
+    """start_is_candidate: a run whose training never beats step 0 keeps the starting model."""
+    import sentcl.training.loop as loop_module
+
+    scores = iter([50.0, 40.0, 45.0])  # step 0, 3, 6: training only makes it worse
+    monkeypatch.setattr(
+        loop_module.STSEvaluator, "__call__", lambda self, embedder: {self.primary: next(scores)}
+    )
+    config = recipe(
+        tiny_model_dir,
+        wiki_file,
+        tmp_path / "run",
+        stsb_data_dir,
+        start_is_candidate=True,
+        log_geometry=False,
+    )
+    start = SentenceEncoder.from_config(config.model)
+    result = train(config)
+    assert result.best_step == 0 and result.best_metrics == result.initial_metrics
+    kept = SentenceEncoder.load(str(tmp_path / "run"))
+    probe = SENTENCES[:4]
+    assert np.allclose(kept.encode(probe), start.eval().encode(probe), atol=1e-5)
+
+
+def test_start_is_candidate_needs_an_evaluation_at_start(tmp_path, tiny_model_dir, wiki_file, stsb_data_dir):
+    with pytest.raises(ConfigError, match="start_is_candidate: needs eval_at_start"):
+        recipe(
+            tiny_model_dir,
+            wiki_file,
+            tmp_path / "r",
+            stsb_data_dir,
+            start_is_candidate=True,
+            eval_at_start=False,
+        )

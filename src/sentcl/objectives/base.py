@@ -5,12 +5,14 @@ and the batch (token ids [B, V, L], for objectives that run extra passes: a mome
 copy, a masked-LM pass) and returns an ``ObjectiveOutput``. Extra networks (momentum or frozen copies,
 an MLM head) are built in the constructor from the encoder it is given, never by reaching into the
 model during a step. Objectives that run their own passes on the ids cannot be split by GradCache and
-say so with ``supports_gradcache = False``.
+say so with ``supports_gradcache = False``; those that read only labels from the batch (EASE's entity
+rows) get the batch under GradCache too.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import torch
 from torch import nn
@@ -50,8 +52,17 @@ class Objective(nn.Module):
     #: True when the objective computes its own MLM term from ``mlm_weight`` (no WithMLM wrapper).
     includes_mlm: bool = False
 
+    #: poolers whose sentence vector the objective's loss never trains, each with the reason: a recipe
+    #: asking for one of them is refused (the row would measure the untrained start model)
+    untrained_poolers: ClassVar[dict[str, str]] = {}
+
     def forward(self, encoded, batch=None) -> ObjectiveOutput:  # pragma: no cover - interface
         raise NotImplementedError
+
+    @classmethod
+    def check_pooler(cls, pooler: str) -> None:
+        if pooler in cls.untrained_poolers:
+            raise ConfigError(f"model.pooler: {pooler!r} {cls.untrained_poolers[pooler]}")
 
     def bind_records(self, records) -> None:
         """See the training rows before the optimiser is built (``batch.indices`` index them); objectives

@@ -2,10 +2,13 @@
 
 SimCSE's InfoNCE on dropout views, with two changes to the negative set of anchor h_i:
 
-1. **Instance weights against false negatives.** A frozen *complementary* encoder (a copy of the
-   starting encoder by default, as DCLR uses a trained SimCSE; any model folder via
-   ``complementary_model``) embeds the anchors; an in-batch negative j gets weight 0 when the
-   complementary cosine between sentence i and sentence j is at least φ, else 1.
+1. **Instance weights against false negatives.** A frozen *complementary* encoder embeds the anchors;
+   an in-batch negative j gets weight 0 when the complementary cosine between sentence i and sentence j
+   is at least φ, else 1. The paper's complementary model is an already trained SimCSE: its cosines
+   tell paraphrases apart. ``complementary_model`` is required: a model folder or a sentcl run folder
+   (its best model), or ``start`` for a frozen copy of the starting encoder, asked for by name. There
+   is no silent default: on a raw MLM encoder the starting model's cosines are all high (anisotropy),
+   every in-batch negative lands above φ, and the loss is trained on nothing.
 2. **Noise-based negatives against anisotropy.** M = ⌈noise_times · B⌉ vectors are drawn from a
    Gaussian, then moved by ``noise_steps`` normalised gradient-*ascent* steps of size β on the
    non-uniformity of the noise with respect to the batch,
@@ -34,6 +37,9 @@ from sentcl.model import EncodedBatch, SentenceEncoder
 from sentcl.objectives.base import FrozenParts, Objective, ObjectiveConfig, ObjectiveOutput, frozen
 from sentcl.objectives.similarity import cosine_matrix, gather_with_grad
 
+#: ``complementary_model: start``: a frozen copy of the starting encoder
+START = "start"
+
 
 @dataclass
 class DCLRConfig(ObjectiveConfig):
@@ -42,7 +48,9 @@ class DCLRConfig(ObjectiveConfig):
     noise_times: float = 1.0  # noise negatives per batch example
     noise_steps: int = 1
     noise_step_size: float = 0.1  # β, on the unit sphere
-    complementary_model: str = ""  # default: a frozen copy of the starting encoder
+    #: a model folder / run folder / hub id (the paper: a trained SimCSE), or "start": a frozen copy
+    #: of the starting encoder. Required.
+    complementary_model: str = ""
 
     def validate(self) -> None:
         super().validate()
@@ -52,6 +60,11 @@ class DCLRConfig(ObjectiveConfig):
             raise ConfigError(f"phi: a cosine threshold in [-1, 1], got {self.phi}")
         if self.noise_times < 0 or self.noise_steps < 0 or self.noise_step_size < 0:
             raise ConfigError("noise_times, noise_steps and noise_step_size must be ≥ 0")
+        if not self.complementary_model:
+            raise ConfigError(
+                "complementary_model: DCLR weighs negatives with a trained encoder (the paper: a SimCSE "
+                "model); give its folder or run folder, or 'start' for a frozen copy of the starting encoder"
+            )
 
 
 def refine_noise(noise: torch.Tensor, points: torch.Tensor, steps: int, step_size: float, t: float = 2.0):
@@ -92,13 +105,14 @@ class DCLR(FrozenParts, Objective):
 
     def __init__(self, config: DCLRConfig | None = None, encoder: SentenceEncoder | None = None):
         super().__init__()
-        self.config = config or DCLRConfig()
-        if self.config.complementary_model:
+        self.config = config or DCLRConfig(complementary_model=START)
+        self.config.validate()
+        if self.config.complementary_model != START:
             complementary = SentenceEncoder.load(self.config.complementary_model)
         elif encoder is not None:
             complementary = copy.deepcopy(encoder)
         else:
-            raise ValueError("DCLR needs encoder= or objective.complementary_model")
+            raise ValueError("DCLR with complementary_model 'start' needs encoder=")
         self.complementary = frozen(complementary)  # always without dropout
 
     def forward(self, encoded: EncodedBatch, batch=None) -> ObjectiveOutput:

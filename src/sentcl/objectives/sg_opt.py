@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 import torch
 from torch import nn
@@ -93,6 +93,10 @@ def projection_head(hidden: int, size: int, init_std: float) -> nn.Sequential:
 class SelfGuided(FrozenParts, Objective):
     supports_gradcache = False
     frozen_parts = ("fixed",)
+    untrained_poolers: ClassVar[dict[str, str]] = {
+        "cls": "puts SimCSE's tanh MLP head in front of SG-OPT's own projection head, which the paper does "
+        "not have; use cls_before_pooler (the paper's last-layer [CLS]) or avg"
+    }
 
     def __init__(self, config: SGConfig | None = None, encoder: SentenceEncoder | None = None):
         super().__init__()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -69,6 +70,11 @@ class TaCL(FrozenParts, Objective):
     uses_embeddings = False
     includes_mlm = True
     frozen_parts = ("teacher",)
+    untrained_poolers: ClassVar[dict[str, str]] = {
+        name: "is never trained by TaCL: its token-level loss is on masked positions only, and special "
+        "tokens are never masked; use avg (the tokens it trains)"
+        for name in ("cls", "cls_before_pooler")
+    }
 
     def __init__(self, config: TaCLConfig | None = None, encoder: SentenceEncoder | None = None):
         super().__init__()

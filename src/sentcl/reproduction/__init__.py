@@ -18,12 +18,19 @@ def reproduce(plan_path: str | Path, data_dir: str | None = None) -> tuple[Path,
     plan: Plan = load_plan(plan_path)
     data = resolve_data_dir(data_dir)
     outcomes: list[StageOutcome] = []
-    rows, pretrain_dirs = plan_rows(plan, data, outcomes)
+    rows, pretrain_dirs, searches = plan_rows(plan, data, outcomes)
     results = measure_rows(plan, rows, data, outcomes)
     sections, summary = [], ["## Summary", ""]
     for spec in plan.encoders:
         mine = [r for r in results if r.row.encoder == spec.name]
-        text, verdicts = encoder_section(plan, spec.name, spec.note, mine, pretrain_dirs[spec.name])
+        text, verdicts = encoder_section(
+            plan,
+            spec.name,
+            spec.note,
+            mine,
+            pretrain_dirs[spec.name],
+            [s for s in searches if s.encoder == spec.name],
+        )
         sections.append(text)
         judged = [v for v in verdicts if v.holds is not None]
         held = [v.claim for v in judged if v.holds]

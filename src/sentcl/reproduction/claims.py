@@ -1,10 +1,16 @@
 """The seeds' claims (SimCSE §5/§7, Wang & Isola), each judged from measured rows by a stated rule.
 
-A claim whose rows are missing from the plan is reported as "not measured", never as holding.
+Like is compared with like: a geometry claim about a trained method compares it with the raw encoder
+under the pooler the method was measured with (its chosen setting's test-time pooler); an STS claim
+compares each side's best (the raw encoder's best pooler by STS-B dev, a method's chosen setting) on
+STS-B **train**, which no choice has seen; post-processing is compared with the baseline it was fitted
+on. A trained method's numbers are means over its seeds. A claim whose rows are missing from the plan
+is reported as "not measured", never as holding.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from sentcl.analysis.report import ModelAnalysis
@@ -23,6 +29,27 @@ PAPER_STS = {
 
 
 @dataclass
+class Measured:
+    """One line of an encoder's table as the claims see it. For a trained method: the geometry and the
+    STS numbers are means over its seeds, with their standard deviations (sample, n − 1)."""
+
+    label: str
+    analysis: ModelAnalysis
+    dev: float  # STS-B dev ρ ×100
+    train: float  # STS-B train ρ ×100 (NaN when the split is absent)
+    dev_std: float | None = None
+    train_std: float | None = None
+    seeds: int = 1
+    pooler: str = ""  # the pooler it is measured with (test time)
+
+    def sts(self, split: str) -> str:
+        value, std = (self.train, self.train_std) if split == "train" else (self.dev, self.dev_std)
+        if math.isnan(value):
+            return "—"
+        return f"{value:.2f} ± {std:.2f}" if std is not None else f"{value:.2f}"
+
+
+@dataclass
 class Verdict:
     claim: str
     rule: str
@@ -30,85 +57,100 @@ class Verdict:
     evidence: str
 
 
-def _fmt(a: ModelAnalysis) -> str:
+def _fmt(m: Measured) -> str:
+    a = m.analysis
+    seeds = f", {m.seeds} seeds" if m.seeds > 1 else ""
     return (
-        f"{a.label}: ρ {a.spearman:.2f}, ℓ_align {a.align:.3f}, ℓ_uniform {a.uniform:.3f}, "
-        f"avg cos {a.spectrum['avg_cos_random']:.3f}, sv10 {a.spectrum.get('sv10', float('nan')):.3f}, "
-        f"eff. rank {a.spectrum['effective_rank']:.1f}"
+        f"{m.label} ({m.pooler}{seeds}): STS-B train {m.sts('train')}, dev {m.sts('dev')}, "
+        f"ℓ_align {a.align:.3f}, ℓ_uniform {a.uniform:.3f}, avg cos {a.spectrum['avg_cos_random']:.3f}, "
+        f"sv10 {a.spectrum.get('sv10', float('nan')):.3f}, eff. rank {a.spectrum['effective_rank']:.1f}"
     )
 
 
 def judge(
-    raw: ModelAnalysis | None,
-    unsup: ModelAnalysis | None,
-    sup: ModelAnalysis | None,
-    whitening: ModelAnalysis | None,
-    flow: ModelAnalysis | None,
+    raw_same: Measured | None,
+    raw_best: Measured | None,
+    unsup: Measured | None,
+    sup: Measured | None,
+    whitening: Measured | None,
+    flow: Measured | None,
+    post_base: Measured | None,
 ) -> list[Verdict]:
-    """``raw``: the untrained encoder under the paper's baseline pooler (first-last avg)."""
+    """``raw_same``: the untrained encoder under unsup SimCSE's test-time pooler; ``raw_best``: its best
+    pooler by STS-B dev; ``post_base``: the baseline whitening and flow were fitted on."""
     verdicts: list[Verdict] = []
 
-    def add(claim: str, rule: str, rows: list[ModelAnalysis | None], test) -> None:
+    def add(claim: str, rule: str, rows: list[Measured | None], test) -> None:
         if any(r is None for r in rows):
             verdicts.append(Verdict(claim, rule, None, "a row it needs is not in the plan"))
             return
-        verdicts.append(Verdict(claim, rule, bool(test(*rows)), "; ".join(_fmt(r) for r in rows)))
+        seen = list(dict.fromkeys(id(r) for r in rows))
+        evidence = "; ".join(_fmt(next(r for r in rows if id(r) == i)) for i in seen)  # type: ignore[arg-type]
+        verdicts.append(Verdict(claim, rule, bool(test(*rows)), evidence))
 
     add(
         "The raw MLM encoder is anisotropic: high average cosine, a few dominating singular values",
-        "raw average cosine > unsup SimCSE's and raw sv10 < unsup SimCSE's",
-        [raw, unsup],
+        "same pooler: raw average cosine > unsup SimCSE's and raw sv10 < unsup SimCSE's",
+        [raw_same, unsup],
         lambda r, u: (
-            r.spectrum["avg_cos_random"] > u.spectrum["avg_cos_random"]
-            and r.spectrum["sv10"] < u.spectrum["sv10"]
+            r.analysis.spectrum["avg_cos_random"] > u.analysis.spectrum["avg_cos_random"]
+            and r.analysis.spectrum["sv10"] < u.analysis.spectrum["sv10"]
         ),
     )
     add(
         "The raw encoder has good alignment but poor uniformity",
-        "raw ℓ_align ≤ unsup SimCSE's + tolerance and raw ℓ_uniform > unsup SimCSE's",
-        [raw, unsup],
-        lambda r, u: r.align <= u.align + ALIGN_TOLERANCE and r.uniform > u.uniform,
+        f"same pooler: raw ℓ_align ≤ unsup SimCSE's + {ALIGN_TOLERANCE} and raw ℓ_uniform > unsup SimCSE's",
+        [raw_same, unsup],
+        lambda r, u: (
+            r.analysis.align <= u.analysis.align + ALIGN_TOLERANCE and r.analysis.uniform > u.analysis.uniform
+        ),
     )
     add(
         "Unsup SimCSE improves uniformity while keeping alignment",
-        f"ℓ_uniform falls and ℓ_align rises by at most {ALIGN_TOLERANCE}",
-        [raw, unsup],
-        lambda r, u: u.uniform < r.uniform and u.align <= r.align + ALIGN_TOLERANCE,
+        f"same pooler: ℓ_uniform falls and ℓ_align rises by at most {ALIGN_TOLERANCE}",
+        [raw_same, unsup],
+        lambda r, u: (
+            u.analysis.uniform < r.analysis.uniform and u.analysis.align <= r.analysis.align + ALIGN_TOLERANCE
+        ),
     )
     add(
         "Unsup SimCSE flattens the singular spectrum",
-        "sv10 and effective rank both rise",
-        [raw, unsup],
+        "same pooler: sv10 and effective rank both rise",
+        [raw_same, unsup],
         lambda r, u: (
-            u.spectrum["sv10"] > r.spectrum["sv10"]
-            and u.spectrum["effective_rank"] > r.spectrum["effective_rank"]
+            u.analysis.spectrum["sv10"] > r.analysis.spectrum["sv10"]
+            and u.analysis.spectrum["effective_rank"] > r.analysis.spectrum["effective_rank"]
         ),
     )
     add(
         "Unsup SimCSE raises STS",
-        "STS-B dev ρ above the raw baseline's",
-        [raw, unsup],
-        lambda r, u: u.spearman > r.spearman,
+        "each side's best: unsup SimCSE's mean STS-B train ρ above the best raw pooler's",
+        [raw_best, unsup],
+        lambda r, u: u.train > r.train,
     )
     for name, row in (("Whitening", whitening), ("Flow", flow)):
         add(
             f"{name} improves uniformity but hurts alignment",
-            "ℓ_uniform below the raw baseline's and ℓ_align above it",
-            [raw, row],
-            lambda r, p: p.uniform < r.uniform and p.align > r.align,
+            "against the baseline it was fitted on: ℓ_uniform below it and ℓ_align above it",
+            [post_base, row],
+            lambda r, p: p.analysis.uniform < r.analysis.uniform and p.analysis.align > r.analysis.align,
         )
     add(
+        "Unsup SimCSE beats whitening and flow",
+        "unsup SimCSE's mean STS-B train ρ above both post-processed rows'",
+        [unsup, whitening, flow],
+        lambda u, w, f: u.train > max(w.train, f.train),
+    )
+    add(
         "Supervised SimCSE improves alignment further",
-        "sup ℓ_align below unsup's",
+        "sup ℓ_align below unsup's (each its chosen setting)",
         [unsup, sup],
-        lambda u, s: s.align < u.align,
+        lambda u, s: s.analysis.align < u.analysis.align,
     )
     add(
         "STS order of the paper: first-last avg < flow, whitening < unsup SimCSE < sup SimCSE",
-        "STS-B dev ρ in that order (flow and whitening in either order)",
-        [raw, flow, whitening, unsup, sup],
-        lambda r, f, w, u, s: (
-            r.spearman < min(f.spearman, w.spearman) and max(f.spearman, w.spearman) < u.spearman < s.spearman
-        ),
+        "STS-B train ρ in that order (flow and whitening in either order; the raw side its best pooler)",
+        [raw_best, flow, whitening, unsup, sup],
+        lambda r, f, w, u, s: r.train < min(f.train, w.train) and max(f.train, w.train) < u.train < s.train,
     )
     return verdicts

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
+
+import numpy as np
+import yaml
 
 from sentcl.analysis.plots import (
     PlanePoint,
@@ -16,8 +20,8 @@ from sentcl.analysis.plots import (
 )
 from sentcl.analysis.report import markdown_table
 from sentcl.atomic_write import atomic_file
-from sentcl.reproduction.claims import PAPER_STS, Verdict, judge
-from sentcl.reproduction.pipeline import RowResult, StageOutcome, slug
+from sentcl.reproduction.claims import PAPER_STS, Measured, Verdict, judge
+from sentcl.reproduction.pipeline import MethodSearch, RowResult, StageOutcome, slug
 from sentcl.reproduction.plan import Plan
 
 _TEST_SPLIT_TASKS = ("STSBenchmark", "SICKRelatedness")  # the 7-task table reads their test splits
@@ -36,51 +40,126 @@ def _pretraining(folder: Path | None) -> dict | None:
     return {"first": evals[0], "last": evals[-1], "steps": max(r["step"] for r in records)}
 
 
-def _sts_table(results: Sequence[RowResult]) -> str:
-    columns: list[str] = []
+def _mean_std(values: list[float]) -> tuple[float, float | None]:
+    if len(values) < 2:
+        return (values[0] if values else float("nan")), None
+    return float(np.mean(values)), float(np.std(values, ddof=1))
+
+
+def _test_pooler(run_dir: Path | None) -> str:
+    """The pooler a trained row is measured with: [CLS] + a train-only MLP is the raw [CLS]."""
+    if run_dir is None or not (run_dir / "config.yaml").is_file():
+        return ""
+    model = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8")).get("model", {})
+    pooler = model.get("pooler", "")
+    if pooler == "cls":
+        return "cls_before_pooler" if model.get("mlp_only_train") else "cls (+ MLP)"
+    return pooler
+
+
+def group_rows(results: Sequence[RowResult]) -> list[tuple[Measured, list[RowResult]]]:
+    """Table lines in order: one per baseline and post-processed row, one per trained method (its seeds
+    averaged: STS and every geometry number; the figures keep its first seed's arrays)."""
+    groups: dict[str, list[RowResult]] = {}
     for result in results:
-        columns += [k for k in result.sts if k not in columns]
-    header = "| row | " + " | ".join(columns) + " |"
-    rule = "|---|" + "---:|" * len(columns)
-    lines = [header, rule]
-    for result in results:
-        cells = [f"{result.sts[c]:.2f}" if c in result.sts else "" for c in columns]
-        lines.append(f"| {result.row.label} | " + " | ".join(cells) + " |")
+        groups.setdefault(result.row.label, []).append(result)
+    lines = []
+    for label, members in groups.items():
+        dev, dev_std = _mean_std([m.sts["STS-B dev"] for m in members])
+        train, train_std = _mean_std([m.sts.get("STS-B train", float("nan")) for m in members])
+        first = members[0].analysis
+        spectrum = {
+            key: float(np.mean([m.analysis.spectrum[key] for m in members]))
+            for key in first.spectrum
+            if all(key in m.analysis.spectrum for m in members)
+        }
+        analysis = dataclasses.replace(
+            first,
+            spearman=dev,
+            align=float(np.mean([m.analysis.align for m in members])),
+            uniform=float(np.mean([m.analysis.uniform for m in members])),
+            spectrum=spectrum,
+        )
+        row = members[0].row
+        pooler = row.pooler or _test_pooler(row.run_dir)
+        if row.postprocess:
+            pooler = f"{row.pooler} + {row.postprocess}"
+        lines.append(
+            (Measured(label, analysis, dev, train, dev_std, train_std, len(members), pooler or ""), members)
+        )
+    return lines
+
+
+def _sts_table(lines: Sequence[tuple[Measured, list[RowResult]]]) -> str:
+    extra: list[str] = []
+    for _, members in lines:
+        for result in members:
+            extra += [k for k in result.sts if k not in extra and k not in ("STS-B dev", "STS-B train")]
+    header = "| " + " | ".join(["row", "measured with", "seeds", "STS-B dev", "STS-B train", *extra]) + " |"
+    table = [header, "|---|---|---:|---:|---:|" + "---:|" * len(extra)]
+    for measured, members in lines:
+        cells = [measured.sts("dev"), measured.sts("train")]
+        for column in extra:
+            values = [m.sts[column] for m in members if column in m.sts]
+            mean, std = _mean_std(values) if values else (float("nan"), None)
+            cells.append("" if not values else f"{mean:.2f}" + (f" ± {std:.2f}" if std is not None else ""))
+        table.append(
+            f"| {measured.label} | {measured.pooler} | {measured.seeds} | " + " | ".join(cells) + " |"
+        )
+    return "\n".join(table)
+
+
+def _search_table(searches: Sequence[MethodSearch]) -> str:
+    lines = [
+        "| method | setting | STS-B dev at step 0 | best STS-B dev | at step | chosen |",
+        "|---|---|---:|---:|---:|:---:|",
+    ]
+    for search in searches:
+        for index, c in enumerate(search.candidates):
+            start = f"{c.start:.2f}" if c.start is not None else ""
+            mark = "✔" if index == search.chosen else ""
+            lines.append(f"| {search.method} | {c.label} | {start} | {c.best:.2f} | {c.best_step} | {mark} |")
     return "\n".join(lines)
 
 
-def _role_rows(plan: Plan, results: Sequence[RowResult]) -> dict[str, RowResult | None]:
-    baselines = [r for r in results if r.row.kind == "baseline"]
-    roles: dict[str, RowResult | None] = {"raw": baselines[0] if baselines else None}
+def _roles(plan: Plan, lines: Sequence[tuple[Measured, list[RowResult]]]) -> dict[str, Measured | None]:
+    baselines = [(m, rs[0].row) for m, rs in lines if rs[0].row.kind == "baseline"]
+    roles: dict[str, Measured | None] = {}
+    roles["post_base"] = baselines[0][0] if baselines else None
+    roles["raw_best"] = max((m for m, _ in baselines), key=lambda m: m.dev, default=None)
     for name in ("whitening", "flow"):
-        roles[name] = next((r for r in results if r.row.postprocess == name), None)
+        roles[name] = next((m for m, rs in lines if rs[0].row.postprocess == name), None)
     for role in ("unsup", "sup"):
         roles[role] = next(
-            (r for r in results if r.row.method and plan.methods[r.row.method].role == role), None
+            (m for m, rs in lines if rs[0].row.method and plan.methods[rs[0].row.method].role == role), None
         )
+    unsup = roles["unsup"]
+    same = [m for m, row in baselines if unsup is not None and row.pooler == unsup.pooler]
+    roles["raw_same"] = same[0] if same else None
     return roles
 
 
-def _paper_table(roles: dict[str, RowResult | None]) -> str:
+def _paper_table(roles: dict[str, Measured | None]) -> str:
     mapping = {
-        "first-last avg": "raw",
+        "first-last avg": "raw_best",
         "+ flow": "flow",
         "+ whitening": "whitening",
         "unsup SimCSE": "unsup",
         "sup SimCSE": "sup",
     }
     lines = [
-        "| paper row | paper (BERT-base, 7-task avg) | row here | STS-B dev | STS-B train |",
-        "|---|---:|---|---:|---:|",
+        "| paper row | paper (BERT-base, 7-task avg) | row here | measured with | STS-B dev | STS-B train |",
+        "|---|---:|---|---|---:|---:|",
     ]
     for name, role in mapping.items():
         row = roles.get(role)
         if row is None:
-            lines.append(f"| {name} | {PAPER_STS[name]:.2f} | not in the plan | | |")
+            lines.append(f"| {name} | {PAPER_STS[name]:.2f} | not in the plan | | | |")
             continue
-        train = f"{row.sts['STS-B train']:.2f}" if "STS-B train" in row.sts else "—"
-        dev = f"{row.sts['STS-B dev']:.2f}"
-        lines.append(f"| {name} | {PAPER_STS[name]:.2f} | {row.row.label} | {dev} | {train} |")
+        lines.append(
+            f"| {name} | {PAPER_STS[name]:.2f} | {row.label} | {row.pooler} | {row.sts('dev')} | "
+            f"{row.sts('train')} |"
+        )
     return "\n".join(lines)
 
 
@@ -91,25 +170,31 @@ def _verdict_table(verdicts: Sequence[Verdict]) -> str:
 
 
 def encoder_section(
-    plan: Plan, name: str, note: str, results: Sequence[RowResult], pretrain_dir: Path | None
+    plan: Plan,
+    name: str,
+    note: str,
+    results: Sequence[RowResult],
+    pretrain_dir: Path | None,
+    searches: Sequence[MethodSearch] = (),
 ) -> tuple[str, list[Verdict]]:
     images = plan.images
     images.mkdir(parents=True, exist_ok=True)
     link = Path(os.path.relpath(images, plan.report.parent))
     key = slug(name)
-    analyses = [r.analysis for r in results]
+    lines = group_rows(results)
+    figures = [members[0].analysis for _, members in lines]  # a method's figures: its first seed
     plot_alignment_uniformity(
-        [PlanePoint(a.label, a.align, a.uniform, a.trajectory) for a in analyses],
+        [PlanePoint(a.label, a.align, a.uniform, a.trajectory) for a in figures],
         images / f"{key}_align_uniform.png",
     )
-    plot_singular_values({a.label: a.singular_values for a in analyses}, images / f"{key}_spectrum.png")
-    roles = _role_rows(plan, results)
+    plot_singular_values({a.label: a.singular_values for a in figures}, images / f"{key}_spectrum.png")
+    roles = _roles(plan, lines)
     density = [
-        r for r in (roles["raw"], roles["whitening"], roles["flow"], roles["unsup"], roles["sup"]) if r
+        r for r in (roles["raw_best"], roles["whitening"], roles["flow"], roles["unsup"], roles["sup"]) if r
     ]
-    density = density or list(results[:4])
+    density = density or [m for m, _ in lines[:4]]
     plot_cosine_density(
-        {r.row.label: (r.analysis.cosines, r.analysis.gold) for r in density},
+        {r.label: (r.analysis.cosines, r.analysis.gold) for r in density},
         images / f"{key}_cosine_density.png",
     )
     parts = [f"## Encoder `{name}`", ""]
@@ -129,13 +214,17 @@ def encoder_section(
             "",
         ]
     verdicts = judge(
-        *(roles[r].analysis if roles[r] else None for r in ("raw", "unsup", "sup", "whitening", "flow"))
+        *(roles[r] for r in ("raw_same", "raw_best", "unsup", "sup", "whitening", "flow", "post_base"))
     )
     missing = next((r.missing for r in results if r.missing), {})
     parts += [
         "### STS (Spearman ×100)",
         "",
-        _sts_table(results),
+        "Trained methods: their chosen setting (below), mean ± standard deviation over "
+        f"{len(plan.seeds)} seeds ({', '.join(map(str, plan.seeds))}). STS-B dev chose the setting and "
+        "the checkpoint; **STS-B train** was never used for a choice.",
+        "",
+        _sts_table(lines),
         "",
     ]
     if missing:
@@ -145,7 +234,24 @@ def encoder_section(
             + ".",
             "",
         ]
-    parts += ["### Geometry (STS-B dev probe)", "", markdown_table(analyses), ""]
+    parts += [
+        "### Geometry (STS-B dev probe)",
+        "",
+        "Trained methods: means over their seeds (STS-B ρ here is dev).",
+        "",
+        markdown_table([m.analysis for m, _ in lines]),
+        "",
+    ]
+    if searches:
+        parts += [
+            "### The search each method got",
+            "",
+            f"Seed {plan.seeds[0]}; every setting's best STS-B dev over its evaluations, step 0 included "
+            "(a run that never beats its start keeps the start model).",
+            "",
+            _search_table(searches),
+            "",
+        ]
     if any(v.holds is not None for v in verdicts):  # an encoder with no trained rows judges nothing
         parts += [
             "### Against the paper",
@@ -166,8 +272,8 @@ def encoder_section(
         "",
         f"![alignment and uniformity]({link / f'{key}_align_uniform.png'})",
         "",
-        "Stars: each row's final point; lines: the trained methods' trajectories (logged at every "
-        "evaluation, the step number at both ends).",
+        "Stars: each row's final point (a trained method: its first seed); lines: the trained methods' "
+        "trajectories (logged at every evaluation, the step number at both ends).",
         "",
         f"![singular spectrum]({link / f'{key}_spectrum.png'})",
         "",

@@ -31,7 +31,7 @@ from sentcl.evaluation.sts_data import load_task
 from sentcl.model import SentenceEncoder
 from sentcl.postprocess import POSTPROCESSORS, PostProcessedEmbedder, fit_postprocessor
 from sentcl.postprocess.corpus import fit_corpus
-from sentcl.reproduction.plan import EncoderSpec, MethodSpec, Plan, as_overrides
+from sentcl.reproduction.plan import MODEL_OF, EncoderSpec, MethodSpec, Plan, as_overrides
 from sentcl.training import train
 from sentcl.training.pretrain import load_pretrain_recipe, pretrain, replace_pretrain_training
 from sentcl.training.recipe import recipe_from_dict, replace_training
@@ -125,6 +125,7 @@ class Row:
     run_dir: Path | None = None
     upstream: str = ""
     folder: Path = Path()
+    seed: int | None = None  # a trained method: one row per seed of its chosen setting
 
     def key(self, plan: Plan) -> str:
         fit = (plan.fit_on, plan.fit_max) if self.postprocess else None
@@ -191,24 +192,40 @@ def build_encoder(
     return str(folder / "model"), key, folder
 
 
-def train_method(
+def _resolve(method: MethodSpec, chosen: dict[str, tuple[Path, str]]) -> tuple[dict[str, Any], list[str]]:
+    """The method's overrides with every ``{model_of: NAME}`` replaced by NAME's chosen run folder;
+    and the keys of those runs (part of this method's stage keys)."""
+    resolved, upstream = {}, []
+    for key, value in method.overrides.items():
+        if isinstance(value, dict) and MODEL_OF in value:
+            run_dir, run_key = chosen[value[MODEL_OF]]
+            resolved[key] = str(run_dir)
+            upstream.append(run_key)
+        else:
+            resolved[key] = value
+    return resolved, upstream
+
+
+def train_run(
     plan: Plan,
-    spec: EncoderSpec,
     method: MethodSpec,
+    overrides: dict[str, Any],
+    seed: int,
     model: str,
-    encoder_key: str,
+    upstream: list[str],
+    folder: Path,
+    name: str,
     data_dir: Path,
     outcomes: list[StageOutcome],
-) -> tuple[Path, str]:
-    """Train one method from one encoder under the plan's budget; (run folder, key). Where the run
+) -> str:
+    """Train one setting of one method from one encoder under the plan's budget; its key. Where the run
     lives and where its evaluation data is found are not part of the key."""
     recipe = load_yaml(method.recipe)
-    overrides = as_overrides(plan.budget) + as_overrides(method.overrides)
-    apply_overrides(recipe, overrides)
+    settings = {**plan.budget, **overrides, "training.seed": seed}
+    apply_overrides(recipe, as_overrides(settings))
     recipe.setdefault("model", {})["name_or_path"] = model
-    key = stage_key("train", _without_places(recipe), encoder_key)
-    folder = plan.output_dir / "runs" / slug(spec.name) / slug(method.name)
-    with Stage(folder, key, f"train {method.name} from {spec.name}", outcomes) as stage:
+    key = stage_key("train", _without_places(recipe), upstream)
+    with Stage(folder, key, name, outcomes) as stage:
         if stage.needed:
             config = recipe_from_dict(recipe)
             config = replace_training(
@@ -219,15 +236,98 @@ def train_method(
                 eval_data_dir=str(data_dir),
             )
             train(config)
-    return folder, key
+    return key
+
+
+@dataclass
+class Candidate:
+    """One setting of a method's search, trained with the plan's first seed."""
+
+    label: str
+    overrides: dict[str, Any]
+    run_dir: Path
+    key: str
+    best: float  # the best STS-B dev of the run (step 0 included when the budget makes it a candidate)
+    best_step: int | None
+    start: float | None  # STS-B dev at step 0
+
+
+@dataclass
+class MethodSearch:
+    encoder: str
+    method: str
+    candidates: list[Candidate]
+    chosen: int  # index into candidates
+
+
+def read_candidate(label: str, overrides: dict[str, Any], run_dir: Path, key: str) -> Candidate:
+    summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    metric = summary.get("primary_metric")
+    best = (summary.get("best_metrics") or {}).get(metric, float("nan"))
+    start = (summary.get("initial_metrics") or {}).get(metric)
+    return Candidate(label, overrides, run_dir, key, float(best), summary.get("best_step"), start)
+
+
+def choose(candidates: list[Candidate]) -> int:
+    """The candidate with the best STS-B dev; the first of equals; never a NaN one."""
+    scores = [c.best if c.best == c.best else float("-inf") for c in candidates]
+    return max(range(len(scores)), key=lambda i: (scores[i], -i))
+
+
+def search_method(
+    plan: Plan,
+    spec: EncoderSpec,
+    method: MethodSpec,
+    model: str,
+    encoder_key: str,
+    chosen: dict[str, tuple[Path, str]],
+    data_dir: Path,
+    outcomes: list[StageOutcome],
+) -> tuple[MethodSearch, list[tuple[int, Path, str]]]:
+    """Every candidate of the search with the first seed, then the chosen one with the other seeds:
+    the search and (seed, run folder, key) of each of the chosen setting's runs."""
+    resolved, upstream = _resolve(method, chosen)
+    base = plan.output_dir / "runs" / slug(spec.name) / slug(method.name)
+    first, *others = plan.seeds
+    candidates = []
+    for label, overrides in plan.candidates(method):
+        folder = base / slug(label) / f"seed-{first}"
+        settings = {**resolved, **overrides}
+        name = f"train {method.name} [{label}] seed {first} from {spec.name}"
+        key = train_run(
+            plan, method, settings, first, model, [encoder_key, *upstream], folder, name, data_dir, outcomes
+        )
+        candidates.append(read_candidate(label, settings, folder, key))
+    index = choose(candidates)
+    best = candidates[index]
+    runs = [(first, best.run_dir, best.key)]
+    for seed in others:
+        folder = base / slug(best.label) / f"seed-{seed}"
+        name = f"train {method.name} [{best.label}] seed {seed} from {spec.name}"
+        key = train_run(
+            plan,
+            method,
+            best.overrides,
+            seed,
+            model,
+            [encoder_key, *upstream],
+            folder,
+            name,
+            data_dir,
+            outcomes,
+        )
+        runs.append((seed, folder, key))
+    return MethodSearch(spec.name, method.name, candidates, index), runs
 
 
 def plan_rows(
     plan: Plan, data_dir: Path, outcomes: list[StageOutcome]
-) -> tuple[list[Row], dict[str, Path | None]]:
-    """Pre-train and train whatever the plan needs; return every row to measure, in table order."""
+) -> tuple[list[Row], dict[str, Path | None], list[MethodSearch]]:
+    """Pre-train and train whatever the plan needs; return every row to measure, in table order, and
+    each method's search."""
     rows: list[Row] = []
     pretrain_dirs: dict[str, Path | None] = {}
+    searches: list[MethodSearch] = []
     for spec in plan.encoders:
         model, key, pretrain_dir = build_encoder(plan, spec, data_dir, outcomes)
         pretrain_dirs[spec.name] = pretrain_dir
@@ -237,22 +337,31 @@ def plan_rows(
             pooler = spec.baselines[0]
             label = f"{pooler} + {name}"
             rows.append(Row(spec.name, label, "postprocess", model, pooler, postprocess=name, upstream=key))
+        chosen: dict[str, tuple[Path, str]] = {}
         for name in spec.methods:
-            run_dir, run_key = train_method(plan, spec, plan.methods[name], model, key, data_dir, outcomes)
-            rows.append(
-                Row(
-                    spec.name,
-                    name,
-                    "method",
-                    str(run_dir / "model"),
-                    method=name,
-                    run_dir=run_dir,
-                    upstream=run_key,
-                )
+            search, runs = search_method(
+                plan, spec, plan.methods[name], model, key, chosen, data_dir, outcomes
             )
+            searches.append(search)
+            chosen[name] = (runs[0][1], runs[0][2])
+            for seed, run_dir, run_key in runs:
+                rows.append(
+                    Row(
+                        spec.name,
+                        name,
+                        "method",
+                        str(run_dir / "model"),
+                        method=name,
+                        run_dir=run_dir,
+                        upstream=run_key,
+                        seed=seed,
+                    )
+                )
     for row in rows:
         row.folder = plan.output_dir / "rows" / slug(row.encoder) / slug(row.label)
-    return rows, pretrain_dirs
+        if row.seed is not None:
+            row.folder = row.folder / f"seed-{row.seed}"
+    return rows, pretrain_dirs, searches
 
 
 def measure(row: Row, embedder: Embedder, data_dir: Path) -> RowResult:

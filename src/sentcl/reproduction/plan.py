@@ -1,4 +1,4 @@
-"""A reproduction plan (YAML): encoders, the rows measured from each, one training budget for every method.
+"""A reproduction plan (YAML): encoders, the rows measured from each, one protocol for every method.
 
     output_dir: runs/reproduce            # cached stages live here
     report: docs/reproduction.md          # regenerated at the end of every run
@@ -9,6 +9,12 @@
     fit_max: 10000
     budget:                               # key=value overrides applied to every method recipe
       training.max_steps: 250
+    search:                               # the grid every method is searched over (seed: seeds[0])
+      training.learning_rate: [1.0e-5, 3.0e-5, 1.0e-4]
+    seeds: [42, 43, 44]                   # the chosen setting is trained with each seed
+    poolers:                              # named pooler settings methods pick from
+      cls+mlp: {model.pooler: cls, model.mlp_only_train: true}
+      avg: {model.pooler: avg, model.mlp_only_train: false}
     encoders:
       raw-4L-256:
         pretrain: configs/pretrain/raw_bert_4l_256.yaml   # or  model: a folder / hub id
@@ -19,9 +25,15 @@
       unsup SimCSE:
         recipe: configs/cpu_budget/simcse.yaml
         role: unsup                       # the row the SimCSE claims are judged on
-        overrides: {model.pooler: cls, model.mlp_only_train: true}
+        poolers: [cls+mlp, avg]           # searched beside the grid (default: the recipe's own)
+      DCLR:
+        recipe: configs/cpu_budget/dclr.yaml
+        overrides:                        # {model_of: a method}: that method's chosen model (seeds[0])
+          objective.complementary_model: {model_of: unsup SimCSE}
 
-Every problem is a :class:`ConfigError` naming the file and the key.
+Every method gets the same search: each pooler × each grid point, trained with ``seeds[0]``; the
+candidate with the best STS-B dev (the budget evaluates at step 0 too, and step 0 is a candidate) is
+trained again with the other seeds. Every problem is a :class:`ConfigError` naming the file and the key.
 """
 
 from __future__ import annotations
@@ -46,11 +58,16 @@ _TOP_KEYS = {
     "fit_on",
     "fit_max",
     "budget",
+    "search",
+    "seeds",
+    "poolers",
     "encoders",
     "methods",
 }
 _ENCODER_KEYS = {"pretrain", "model", "overrides", "baselines", "postprocess", "methods", "note"}
-_METHOD_KEYS = {"recipe", "overrides", "note", "role"}
+_METHOD_KEYS = {"recipe", "overrides", "note", "role", "poolers"}
+#: a method override whose value is ``{model_of: NAME}``: the model of method NAME's chosen run
+MODEL_OF = "model_of"
 _ROLES = ("", "unsup", "sup")
 
 
@@ -62,6 +79,12 @@ class MethodSpec:
     note: str = ""
     #: "unsup" / "sup": the row the claims about unsupervised / supervised SimCSE are judged on
     role: str = ""
+    #: names from the plan's ``poolers``, searched beside its grid; empty: the recipe's own pooler
+    poolers: list[str] = field(default_factory=list)
+
+    def depends_on(self) -> list[str]:
+        """Methods whose chosen model one of the overrides names (``{model_of: NAME}``)."""
+        return [v[MODEL_OF] for v in self.overrides.values() if isinstance(v, dict) and MODEL_OF in v]
 
 
 @dataclass
@@ -90,6 +113,27 @@ class Plan:
     budget: dict[str, Any]
     encoders: list[EncoderSpec]
     methods: dict[str, MethodSpec]
+    search: dict[str, list[Any]] = field(default_factory=dict)
+    seeds: list[int] = field(default_factory=lambda: [42])
+    poolers: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def candidates(self, method: MethodSpec) -> list[tuple[str, dict[str, Any]]]:
+        """(label, overrides) of every setting ``method`` is searched over: its poolers × the grid."""
+        poolers = [(name, self.poolers[name]) for name in method.poolers] or [("", {})]
+        grid: list[tuple[str, dict[str, Any]]] = [("", {})]
+        for key, values in self.search.items():
+            short = key.rsplit(".", 1)[-1].replace("learning_rate", "lr")
+            grid = [
+                (f"{label}, {short} {value:g}" if isinstance(value, float) else f"{label}, {short} {value}",
+                 overrides | {key: value})
+                for label, overrides in grid
+                for value in values
+            ]  # fmt: skip
+        return [
+            ((pooler + label).strip(", ") or "recipe", pooler_overrides | overrides)
+            for pooler, pooler_overrides in poolers
+            for label, overrides in grid
+        ]
 
 
 def _mapping(value: Any, where: str) -> dict:
@@ -119,6 +163,10 @@ def load_plan(path: str | Path) -> Plan:
     data = load_yaml(path)
     where = f"{path}: "
     _unknown(data, _TOP_KEYS, where)
+    pooler_settings = {
+        str(name): _mapping(value, f"{where}poolers.{name}")
+        for name, value in _mapping(data.get("poolers"), f"{where}poolers").items()
+    }
     methods = {}
     for name, spec in _mapping(data.get("methods"), f"{where}methods").items():
         spec = _mapping(spec, f"{where}methods.{name}")
@@ -132,7 +180,18 @@ def load_plan(path: str | Path) -> Plan:
         role = str(spec.get("role", ""))
         if role not in _ROLES:
             raise ConfigError(f"{where}methods.{name}.role: {role!r} is not one of unsup, sup")
-        methods[name] = MethodSpec(name, recipe, overrides, str(spec.get("note", "")), role)
+        poolers = _names(spec.get("poolers"), f"{where}methods.{name}.poolers")
+        for pooler in poolers:
+            if pooler not in pooler_settings:
+                raise ConfigError(
+                    f"{where}methods.{name}.poolers: {pooler!r} is not defined under poolers "
+                    f"(defined: {', '.join(pooler_settings) or 'none'})"
+                )
+        methods[name] = MethodSpec(name, recipe, overrides, str(spec.get("note", "")), role, poolers)
+    for name, method in methods.items():
+        for other in method.depends_on():
+            if other not in methods:
+                raise ConfigError(f"{where}methods.{name}.overrides: model_of {other!r} is not a method")
     encoders = []
     for name, spec in _mapping(data.get("encoders"), f"{where}encoders").items():
         key = f"{where}encoders.{name}"
@@ -155,9 +214,14 @@ def load_plan(path: str | Path) -> Plan:
             raise ConfigError(f"{key}.postprocess: needs a baseline pooler to post-process")
         chosen = spec.get("methods", "all")
         chosen = list(methods) if chosen == "all" else _names(chosen, f"{key}.methods")
-        for method in chosen:
+        for position, method in enumerate(chosen):
             if method not in methods:
                 raise ConfigError(f"{key}.methods: {method!r} is not defined under methods")
+            for other in methods[method].depends_on():
+                if other not in chosen[:position]:
+                    raise ConfigError(
+                        f"{key}.methods: {method!r} uses the model of {other!r}; list {other!r} before it"
+                    )
         encoders.append(
             EncoderSpec(
                 name=str(name),
@@ -175,6 +239,15 @@ def load_plan(path: str | Path) -> Plan:
     fit_max = data.get("fit_max", 10_000)
     if not isinstance(fit_max, int) or fit_max < 2:
         raise ConfigError(f"{where}fit_max: expected an integer ≥ 2")
+    search = _mapping(data.get("search"), f"{where}search")
+    for name, values in search.items():
+        if not isinstance(values, list) or not values:
+            raise ConfigError(f"{where}search.{name}: expected a non-empty list of values")
+    seeds = data.get("seeds", [42])
+    if not isinstance(seeds, list) or not seeds or not all(isinstance(x, int) for x in seeds):
+        raise ConfigError(f"{where}seeds: expected a non-empty list of integers")
+    if len(set(seeds)) != len(seeds):
+        raise ConfigError(f"{where}seeds: a seed appears twice")
     intro = ""
     if "intro" in data:
         intro_path = Path(data["intro"])
@@ -194,6 +267,9 @@ def load_plan(path: str | Path) -> Plan:
         budget=_mapping(data.get("budget"), f"{where}budget"),
         encoders=encoders,
         methods=methods,
+        search=search,
+        seeds=seeds,
+        poolers=pooler_settings,
     )
 
 

@@ -63,9 +63,14 @@ class ChildTuning(nn.Module):
         return [getattr(self, f"mask_{index}") for index in range(len(self.targets))]
 
     @torch.no_grad()
-    def estimate_fisher(self, batches: Iterable, backward: Callable[[object], object]) -> float:
+    def estimate_fisher(
+        self, batches: Iterable, backward: Callable[[object], object], trained: nn.Module | None = None
+    ) -> float:
         """Set D's masks from Σ (∂L/∂w)² over ``batches``; ``backward(batch)`` runs the objective's forward
-        and backward pass. Gradients are cleared afterwards. Returns the threshold."""
+        and backward pass. Afterwards no gradient is left: not the backbone's, and not those of
+        ``trained`` (everything the optimiser updates: the MLP head, an MLM head, an objective's own
+        parameters), which the Fisher passes also reach and which would otherwise be added to the first
+        training step. Returns the threshold."""
         fisher = [torch.zeros_like(p, dtype=torch.float32) for p in self.targets]
         for batch in tqdm(list(batches), desc="Fisher information", unit="batch", leave=False):
             for parameter in self.targets:
@@ -75,7 +80,7 @@ class ChildTuning(nn.Module):
             for total, parameter in zip(fisher, self.targets, strict=True):
                 if parameter.grad is not None:
                     total += parameter.grad.float().pow(2)
-        for parameter in self.targets:
+        for parameter in self.targets + list(trained.parameters() if trained is not None else ()):
             parameter.grad = None
         flat = torch.cat([f.flatten() for f in fisher]).cpu()
         keep = max(1, round(self.config.reserve * flat.numel()))

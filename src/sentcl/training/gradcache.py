@@ -55,7 +55,7 @@ def forward_backward(
             states.append(_rng_state(device))
             parts.append(encoder(batch.input_ids[chunk], batch.attention_mask[chunk]).embeddings)
     embeddings = torch.cat(parts).requires_grad_()  # [B, V, D], a leaf: the loss stops here
-    output = objective(EncodedBatch(embeddings))
+    output = objective(EncodedBatch(embeddings), batch)  # the batch's labels (EASE's entity rows)
     if not torch.isfinite(output.loss):
         return output
     output.loss.backward()

@@ -157,6 +157,7 @@ def train(config: TrainConfig) -> TrainResult:
         child.estimate_fisher(
             fisher_batches(dataset, loop, context, device),
             lambda batch: forward_backward(encoder, objective, batch, loop.gradcache_chunk),
+            trained,
         )
     logger.info(
         "%d examples × %d views, %d steps of batch %d on %s", len(dataset), dataset.n_views, total_steps,
@@ -190,13 +191,15 @@ def train(config: TrainConfig) -> TrainResult:
 
     if not context.is_main:
         evaluator = None  # rank 0 evaluates, logs and saves
-    if evaluator is not None and loop.eval_at_start and state.step == 0:
-        state.initial_metrics = evaluate(0)
-
-    encoder.train()
     progress = tqdm(
         total=total_steps, initial=state.step, desc="training", unit="step", disable=not context.is_main
     )
+    if evaluator is not None and loop.eval_at_start and state.step == 0:
+        state.initial_metrics = evaluate(0)
+        if loop.start_is_candidate:
+            consider(0, state.initial_metrics)
+
+    encoder.train()
     share = loop.batch_size // context.world_size  # this rank's slice of each global batch
     amp = autocast_context(loop.autocast, device)
     window, window_tokens, started = [], 0, time.perf_counter()

@@ -81,6 +81,9 @@ class LoopConfig(RunConfig):
 
     #: also evaluate the initial model (step 0), for a before/after comparison
     eval_at_start: bool = False
+    #: with eval_at_start: the initial model is a candidate for the best model too, so ``model/`` is the
+    #: starting model when no evaluated step beats it (a protocol's "step 0 is a candidate")
+    start_is_candidate: bool = False
     #: at each evaluation also log ℓ_align, ℓ_uniform and the spectrum summary on STS-B dev
     log_geometry: bool = True
     #: GradCache: embed the batch in chunks of this many examples to bound activation memory; 0 = off
@@ -93,6 +96,8 @@ class LoopConfig(RunConfig):
         super().validate()
         if self.gradcache_chunk < 0:
             raise ConfigError(f"gradcache_chunk: must not be negative, got {self.gradcache_chunk}")
+        if self.start_is_candidate and not (self.eval_at_start and self.eval_steps > 0):
+            raise ConfigError("start_is_candidate: needs eval_at_start: true and eval_steps > 0")
 
 
 @dataclass
@@ -126,9 +131,11 @@ def recipe_from_dict(data: dict[str, Any]) -> TrainConfig:
     name = objective.pop("name", "simcse")
     if name not in REGISTRY:
         raise ConfigError(f"objective.name: {name!r} is not one of {', '.join(REGISTRY)}")
-    _, objective_config = REGISTRY[name]
+    objective_class, objective_config = REGISTRY[name]
+    model = from_dict(ModelConfig, data.get("model") or {}, prefix="model")
+    objective_class.check_pooler(model.pooler)
     return TrainConfig(
-        model=from_dict(ModelConfig, data.get("model") or {}, prefix="model"),
+        model=model,
         data=from_dict(DataConfig, data.get("data") or {}, prefix="data"),
         objective_name=name,
         objective=from_dict(objective_config, objective, prefix="objective"),

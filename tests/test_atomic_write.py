@@ -78,3 +78,19 @@ def test_atomic_file_replaces_or_keeps(tmp_path):
         raise ValueError
     assert target.read_text() == "one"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
+
+
+@pytest.mark.parametrize(
+    ("umask", "folder_mode", "file_mode"), [(0o022, 0o755, 0o644), (0o077, 0o700, 0o600)]
+)
+def test_what_is_published_follows_the_umask(tmp_path, umask, folder_mode, file_mode):
+    old = os.umask(umask)
+    try:
+        with atomic_folder(tmp_path / "model") as tmp:
+            (tmp / "weights").write_text("w")
+        with atomic_file(tmp_path / "summary.json") as handle:
+            handle.write("{}")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "model").stat().st_mode & 0o777 == folder_mode
+    assert (tmp_path / "summary.json").stat().st_mode & 0o777 == file_mode

@@ -44,12 +44,25 @@ def recover_folder(path: str | Path) -> None:
         olds[-1].rename(path)
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def follow_umask(path: Path, kind: str) -> None:
+    """``mkdtemp`` / ``mkstemp`` make private entries (0700 / 0600); what we publish follows the umask,
+    as a plain ``open`` or ``mkdir`` would."""
+    path.chmod((0o777 if kind == "folder" else 0o666) & ~_umask())
+
+
 @contextlib.contextmanager
 def atomic_folder(path: str | Path) -> Iterator[Path]:
     """Yield an empty temporary folder; on success it replaces ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
+    follow_umask(tmp, "folder")
     try:
         yield tmp
         if path.exists() and _exchange(tmp, path):
@@ -73,6 +86,7 @@ def atomic_file(path: str | Path, mode: str = "w", encoding: str | None = "utf-8
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
+    follow_umask(Path(tmp), "file")
     try:
         with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as handle:
             yield handle

@@ -11,7 +11,7 @@ import torch
 from safetensors.torch import load_file
 
 from sentcl.training import CheckpointError, recipe_from_dict, train
-from sentcl.training.checkpoint import verify_checkpoint
+from sentcl.training.checkpoint import _sha256, verify_checkpoint
 from sentcl.training.seeds import aggregate_metrics, train_seeds
 from tests.conftest import SENTENCES
 
@@ -81,14 +81,14 @@ def test_sigkill_then_resume_is_bit_identical(tmp_path, tiny_model_dir, corpus):
 def test_damaged_checkpoint_is_named_and_nothing_is_loaded(tmp_path, tiny_model_dir, corpus, damage):
     train(recipe_from_dict(recipe_dict(tiny_model_dir, corpus, tmp_path / "run", max_steps=10)))
     checkpoint = tmp_path / "run" / "checkpoint"
-    target = checkpoint / "optimizer.pt"
+    target = checkpoint / "optimizer.safetensors"
     data = target.read_bytes()
     if damage == "truncate":
         target.write_bytes(data[: len(data) // 2])
-        message = r"optimizer\.pt: truncated"
+        message = r"optimizer\.safetensors: truncated"
     elif damage == "flip":
         target.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
-        message = r"optimizer\.pt: corrupt"
+        message = r"optimizer\.safetensors: corrupt"
     else:
         (checkpoint / "manifest.json").unlink()
         message = r"manifest\.json: missing"
@@ -104,14 +104,16 @@ def test_disk_full_during_save_keeps_the_previous_checkpoint(tmp_path, tiny_mode
     run = tmp_path / "run"
     train(recipe_from_dict(recipe_dict(tiny_model_dir, corpus, run, max_steps=5)))
     before = json.loads((run / "checkpoint" / "state.json").read_text())["step"]
-    real_save = torch.save
+    import sentcl.training.checkpoint as checkpoint_module
 
-    def full_disk(obj, path, *args, **kwargs):
-        if "rng.pt" in str(path):
+    real_save = checkpoint_module.save_file
+
+    def full_disk(tensors, path, *args, **kwargs):
+        if "rng.safetensors" in str(path):
             raise OSError(errno.ENOSPC, "No space left on device")
-        return real_save(obj, path, *args, **kwargs)
+        return real_save(tensors, path, *args, **kwargs)
 
-    monkeypatch.setattr(torch, "save", full_disk)
+    monkeypatch.setattr(checkpoint_module, "save_file", full_disk)
     with pytest.raises(OSError, match="No space left"):
         train(recipe_from_dict(recipe_dict(tiny_model_dir, corpus, run, max_steps=10, resume=True)))
     verify_checkpoint(run / "checkpoint")
@@ -137,3 +139,32 @@ def test_multi_seed_reports_mean_and_std(tmp_path, tiny_model_dir, corpus, stsb_
 def test_aggregate_metrics_sample_std():
     aggregate = aggregate_metrics([{"a": 1.0}, {"a": 3.0}])
     assert aggregate["a"] == {"mean": 2.0, "std": pytest.approx(2**0.5), "min": 1.0, "max": 3.0, "n": 2}
+
+
+class Payload:
+    """Unpickling this runs code: it must never happen when a run folder is read."""
+
+    def __reduce__(self):
+        return (os.system, (f"touch {os.environ['SENTCL_PAYLOAD_MARK']}",))
+
+
+@pytest.mark.parametrize("where", ["rng.safetensors", "optimizer.safetensors", "legacy rng.pt"])
+def test_a_pickled_payload_in_a_checkpoint_is_refused_and_never_run(
+    tmp_path, tiny_model_dir, corpus, where, monkeypatch
+):
+    import pickle
+
+    mark = tmp_path / "payload-ran"
+    monkeypatch.setenv("SENTCL_PAYLOAD_MARK", str(mark))
+    run = tmp_path / "run"
+    train(recipe_from_dict(recipe_dict(tiny_model_dir, corpus, run, max_steps=5)))
+    checkpoint = run / "checkpoint"
+    name = where.split()[-1]
+    (checkpoint / name).write_bytes(pickle.dumps(Payload()))
+    manifest = json.loads((checkpoint / "manifest.json").read_text())  # an attacker rewrites the manifest too
+    manifest[name] = {"bytes": (checkpoint / name).stat().st_size, "sha256": _sha256(checkpoint / name)}
+    (checkpoint / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(CheckpointError) as error:
+        train(recipe_from_dict(recipe_dict(tiny_model_dir, corpus, run, max_steps=10, resume=True)))
+    assert "\n" not in str(error.value) and str(checkpoint) in str(error.value)
+    assert not mark.exists()

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from sentcl.config import ConfigError
+from sentcl.data import DataError
 from sentcl.model import SentenceEncoder
 from sentcl.objectives import REGISTRY, InfoNCE, ObjectiveOutput
 from sentcl.training import TrainingError, recipe_from_dict, train
@@ -246,3 +247,91 @@ def test_start_is_candidate_needs_an_evaluation_at_start(tmp_path, tiny_model_di
             start_is_candidate=True,
             eval_at_start=False,
         )
+
+
+def _tree(folder):
+    return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_diverged_run_saves_nothing_and_stops_with_one_line(
+    tmp_path, tiny_model_dir, wiki_file, stsb_data_dir
+):
+    """lr 1e6: the weights leave the finite numbers after a step; no NaN model becomes "the best"."""
+    config = recipe(
+        tiny_model_dir, wiki_file, tmp_path / "run", stsb_data_dir,
+        learning_rate=1e6, eval_steps=1, checkpoint_steps=1,
+    )  # fmt: skip
+    with pytest.raises(TrainingError, match=r"^step \d+: .*nothing is saved, the last saved model") as error:
+        train(config)
+    assert "\n" not in str(error.value)
+    assert not (tmp_path / "run" / "model").exists() and not (tmp_path / "run" / "checkpoint").exists()
+
+
+def test_what_was_saved_before_a_divergence_is_untouched(
+    tmp_path, tiny_model_dir, wiki_file, stsb_data_dir, monkeypatch
+):
+    import sentcl.training.loop as loop_module
+
+    run = tmp_path / "run"
+    train(
+        recipe(tiny_model_dir, wiki_file, run, stsb_data_dir, max_steps=4, eval_steps=2, checkpoint_steps=2)
+    )
+    before = {name: _tree(run / name) for name in ("model", "checkpoint")}
+    real = loop_module.forward_backward
+
+    calls = []
+
+    def diverging_step(encoder, objective, batch, chunk=0):  # step 6 overflows: its weights turn NaN
+        output = real(encoder, objective, batch, chunk)
+        calls.append(1)
+        for parameter in encoder.parameters():
+            if parameter.grad is not None and len(calls) == 2:
+                parameter.grad.fill_(float("inf"))
+        return output
+
+    monkeypatch.setattr(loop_module, "forward_backward", diverging_step)
+    resumed = recipe(
+        tiny_model_dir,
+        wiki_file,
+        run,
+        stsb_data_dir,
+        max_steps=8,
+        eval_steps=2,
+        checkpoint_steps=2,
+        resume=True,
+    )
+    with pytest.raises(
+        TrainingError,
+        match=r"^step 6: .*NaN or infinite values.*the last saved model and checkpoint are untouched",
+    ):
+        train(resumed)
+    assert {name: _tree(run / name) for name in ("model", "checkpoint")} == before
+
+
+def test_a_start_that_fails_on_its_inputs_writes_nothing_and_a_plain_rerun_works(
+    tmp_path, tiny_model_dir, wiki_file, stsb_data_dir
+):
+    run = tmp_path / "run"
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b\nc\n")
+    config = recipe(tiny_model_dir, bad, run, stsb_data_dir, max_steps=2, eval_steps=0)
+    with pytest.raises(DataError, match=r"bad\.csv:2: 1 field"):
+        train(config)
+    assert not run.exists() or not any(run.iterdir())
+    assert train(recipe(tiny_model_dir, wiki_file, run, stsb_data_dir, max_steps=2, eval_steps=0)).steps == 2
+
+
+def test_resume_before_the_first_checkpoint_starts_from_step_zero_and_stale_temps_go(
+    tmp_path, tiny_model_dir, wiki_file, stsb_data_dir
+):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("{}")  # a run killed before its first checkpoint
+    (run / ".checkpoint.tmp-abc").mkdir()
+    (run / ".checkpoint.tmp-abc" / "model.safetensors").write_bytes(b"x" * 100)
+    (run / ".summary.json.tmp-xyz").write_text("{")
+    result = train(
+        recipe(tiny_model_dir, wiki_file, run, stsb_data_dir, max_steps=2, eval_steps=0, resume=True)
+    )
+    assert result.steps == 2
+    assert sorted(p.name for p in run.iterdir() if p.name.startswith(".")) == []

@@ -4,13 +4,19 @@ A checkpoint is a folder written atomically (temp folder + rename; a crash or a 
 previous checkpoint as it was) holding everything the next step depends on:
 
   model.safetensors       encoder (backbone + head) and objective tensors
-  optimizer.pt            optimizer and scheduler state
-  rng.pt                  torch (CPU and CUDA), numpy and python RNG states, and the data order's generator
-                          state at the start of the current epoch
+  optimizer.safetensors   the optimizer's per-parameter tensors (AdamW's moments and step counts) …
+  optimizer.json          … and the rest of its state, with the scheduler's
+  rng.safetensors         torch (CPU and CUDA) and numpy RNG states, and the data order's generator state
+                          at the start of the current epoch …
+  rng.json                … and the rest of numpy's state and python's
   state.json              step, epoch, position in the epoch, best/initial metrics
   manifest.json           size and sha256 of every file above, written last
 
-Loading verifies the manifest first, so a truncated or corrupt checkpoint is named and never half-loaded.
+Nothing is pickled: tensors are safetensors, the rest JSON, so a tampered checkpoint can at worst be
+refused, never run code (the manifest sits in the same folder and guards against accidents, not
+attackers). Loading verifies the manifest first, so a truncated or corrupt checkpoint is named and never
+half-loaded. Checkpoints of sentcl before this format (pickled ``optimizer.pt`` / ``rng.pt``) are refused
+with one line, not unpickled.
 """
 
 from __future__ import annotations
@@ -23,13 +29,24 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors.torch import load_model, save_model
+from safetensors import SafetensorError
+from safetensors.torch import load_file, load_model, save_file, save_model
 from torch import nn
 
 from sentcl.atomic_write import atomic_folder, recover_folder
+from sentcl.training.guards import require_finite_weights
 
 MANIFEST = "manifest.json"
-FILES = ("model.safetensors", "optimizer.pt", "rng.pt", "state.json")
+FILES = (
+    "model.safetensors",
+    "optimizer.safetensors",
+    "optimizer.json",
+    "rng.safetensors",
+    "rng.json",
+    "state.json",
+)
+#: the pickled files of the previous format: never opened
+LEGACY_FILES = ("optimizer.pt", "rng.pt")
 
 
 class CheckpointError(RuntimeError):
@@ -55,21 +72,69 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def rng_states() -> dict:
-    return {
+def rng_states(epoch_order: torch.Tensor) -> tuple[dict[str, torch.Tensor], dict]:
+    """Every RNG a step depends on, as (tensors, JSON)."""
+    numpy_state = np.random.get_state()
+    tensors = {
         "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-        "numpy": np.random.get_state(),
-        "python": random.getstate(),
+        "numpy": torch.from_numpy(numpy_state[1].astype(np.int64)),
+        "epoch_order": epoch_order,
     }
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
+    tensors |= {f"cuda.{index}": state for index, state in enumerate(cuda)}
+    version, words, gauss = random.getstate()
+    extra = {
+        "cuda_devices": len(cuda),
+        "numpy": {"kind": numpy_state[0], "pos": int(numpy_state[2]), "has_gauss": int(numpy_state[3]),
+                  "cached_gaussian": float(numpy_state[4])},
+        "python": {"version": version, "state": list(words), "gauss_next": gauss},
+    }  # fmt: skip
+    return tensors, extra
 
 
-def restore_rng_states(states: dict) -> None:
-    torch.set_rng_state(states["torch"])
-    if states["cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(states["cuda"])
-    np.random.set_state(states["numpy"])
-    random.setstate(states["python"])
+def restore_rng_states(tensors: dict[str, torch.Tensor], extra: dict) -> torch.Tensor:
+    """Restore every RNG; return the data order's generator state."""
+    torch.set_rng_state(tensors["torch"])
+    cuda = [tensors[f"cuda.{index}"] for index in range(extra["cuda_devices"])]
+    if cuda and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(cuda)
+    n = extra["numpy"]
+    words = tensors["numpy"].numpy().astype(np.uint32)
+    np.random.set_state((n["kind"], words, n["pos"], n["has_gauss"], n["cached_gaussian"]))
+    p = extra["python"]
+    random.setstate((p["version"], tuple(p["state"]), p["gauss_next"]))
+    return tensors["epoch_order"]
+
+
+def optimizer_states(optimizer: torch.optim.Optimizer, scheduler) -> tuple[dict[str, torch.Tensor], dict]:
+    """The optimizer's state as (tensors keyed ``state.<param>.<name>``, JSON) and the scheduler's."""
+    state = optimizer.state_dict()
+    tensors, scalars = {}, {}
+    for index, values in state["state"].items():
+        for name, value in values.items():
+            if isinstance(value, torch.Tensor):
+                tensors[f"state.{index}.{name}"] = value.detach().contiguous().clone()
+            else:
+                scalars.setdefault(str(index), {})[name] = value
+    extra = {"param_groups": state["param_groups"], "scalars": scalars, "scheduler": scheduler.state_dict()}
+    return tensors, extra
+
+
+def restore_optimizer_states(
+    optimizer: torch.optim.Optimizer, scheduler, tensors: dict[str, torch.Tensor], extra: dict
+) -> None:
+    state: dict[int, dict] = {}
+    for key, value in tensors.items():
+        _, index, name = key.split(".", 2)
+        state.setdefault(int(index), {})[name] = value
+    for index, values in extra["scalars"].items():
+        state.setdefault(int(index), {}).update(values)
+    groups = [
+        group | {"betas": tuple(group["betas"])} if "betas" in group else group
+        for group in extra["param_groups"]
+    ]
+    optimizer.load_state_dict({"state": state, "param_groups": groups})
+    scheduler.load_state_dict(extra["scheduler"])
 
 
 def save_checkpoint(
@@ -81,13 +146,16 @@ def save_checkpoint(
     epoch_order_state: torch.Tensor,
 ) -> Path:
     """``model`` holds every trained tensor (encoder and objective); ``epoch_order_state`` is the data
-    generator's state at the start of the current epoch."""
+    generator's state at the start of the current epoch. Non-finite weights are never saved."""
+    require_finite_weights(model, state.step)
     with atomic_folder(folder) as tmp:
         save_model(model, str(tmp / "model.safetensors"))
-        torch.save(
-            {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict()}, tmp / "optimizer.pt"
-        )
-        torch.save(rng_states() | {"epoch_order": epoch_order_state}, tmp / "rng.pt")
+        for name, (tensors, extra) in (
+            ("optimizer", optimizer_states(optimizer, scheduler)),
+            ("rng", rng_states(epoch_order_state)),
+        ):
+            save_file(tensors, str(tmp / f"{name}.safetensors"))
+            (tmp / f"{name}.json").write_text(json.dumps(extra), encoding="utf-8")
         (tmp / "state.json").write_text(json.dumps(asdict(state), indent=2), encoding="utf-8")
         manifest = {
             name: {"bytes": (tmp / name).stat().st_size, "sha256": _sha256(tmp / name)} for name in FILES
@@ -102,6 +170,12 @@ def verify_checkpoint(folder: str | Path) -> dict:
     recover_folder(folder)
     if not folder.is_dir():
         raise CheckpointError(f"{folder}: no checkpoint to resume from")
+    legacy = [name for name in LEGACY_FILES if (folder / name).exists()]
+    if legacy:
+        raise CheckpointError(
+            f"{folder / legacy[0]}: a pickled checkpoint of an older sentcl; sentcl never unpickles a run "
+            f"folder's files, so this run cannot be resumed (start it again)"
+        )
     manifest_path = folder / MANIFEST
     try:
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
@@ -128,11 +202,17 @@ def load_checkpoint(
     generator's state at the start of the checkpoint's epoch. Verified before anything is loaded."""
     folder = Path(folder)
     verify_checkpoint(folder)
-    load_model(model, str(folder / "model.safetensors"))
-    states = torch.load(folder / "optimizer.pt", weights_only=False)  # our own, sha256-verified file
-    optimizer.load_state_dict(states["optimizer"])
-    scheduler.load_state_dict(states["scheduler"])
-    rng = torch.load(folder / "rng.pt", weights_only=False)
-    restore_rng_states(rng)
-    state = LoopState(**json.loads((folder / "state.json").read_text(encoding="utf-8")))
-    return state, rng["epoch_order"]
+    try:
+        load_model(model, str(folder / "model.safetensors"))
+        parts = {}
+        for name in ("optimizer", "rng"):
+            parts[name] = (
+                load_file(str(folder / f"{name}.safetensors")),
+                json.loads((folder / f"{name}.json").read_text(encoding="utf-8")),
+            )
+        state = LoopState(**json.loads((folder / "state.json").read_text(encoding="utf-8")))
+    except (SafetensorError, json.JSONDecodeError, UnicodeDecodeError, TypeError, RuntimeError) as exc:
+        raise CheckpointError(f"{folder}: not a checkpoint sentcl can read ({exc})") from None
+    restore_optimizer_states(optimizer, scheduler, *parts["optimizer"])
+    epoch_order = restore_rng_states(*parts["rng"])
+    return state, epoch_order

@@ -17,6 +17,7 @@ import contextlib
 import json
 import logging
 import math
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +28,7 @@ from tqdm.auto import tqdm
 from transformers import set_seed
 
 from sentcl.analysis.alignment_uniformity import geometry_snapshot, stsb_probe
-from sentcl.atomic_write import atomic_file
+from sentcl.atomic_write import atomic_file, recover_folder
 from sentcl.config import ConfigError, expand_path
 from sentcl.data import ContrastiveDataset, read_records
 from sentcl.data.collate import group_by_length
@@ -39,15 +40,12 @@ from sentcl.training import distributed
 from sentcl.training.checkpoint import LoopState, load_checkpoint, save_checkpoint
 from sentcl.training.child_tuning import ChildTuning
 from sentcl.training.gradcache import forward_backward
+from sentcl.training.guards import UNTOUCHED, TrainingError, require_finite_metric, require_finite_weights
 from sentcl.training.metrics_log import MetricsLog
 from sentcl.training.optim import build_optimizer, build_scheduler
 from sentcl.training.recipe import TrainConfig
 
 logger = logging.getLogger(__name__)
-
-
-class TrainingError(RuntimeError):
-    pass
 
 
 @dataclass
@@ -74,13 +72,34 @@ def autocast_context(kind: str, device: torch.device):
     return torch.autocast(device.type, dtype=torch.bfloat16)
 
 
-def prepare_output_dir(path: Path, overwrite: bool, resume: bool) -> None:
+def check_output_dir(path: Path, overwrite: bool, resume: bool) -> bool:
+    """Refuse a non-empty folder without --overwrite or --resume; write nothing. Returns whether there is
+    a checkpoint to resume from (--resume before the first checkpoint starts from step 0)."""
     if path.exists() and any(path.iterdir()) and not (overwrite or resume):
         raise ConfigError(
             f"training.output_dir: {path} is not empty; pass --overwrite "
             f"(training.overwrite_output_dir=true) or --resume"
         )
+    if not resume:
+        return False
+    recover_folder(path / "checkpoint")
+    if not (path / "checkpoint").is_dir():
+        logger.warning("%s: no checkpoint yet, so --resume starts from step 0", path)
+        return False
+    return True
+
+
+def open_output_dir(path: Path, config: dict) -> None:
+    """Once the inputs are checked: the folder, without the temporary folders and files a killed run left
+    (``.checkpoint.tmp-*``, ``.model.tmp-*``), and the resolved recipe."""
     path.mkdir(parents=True, exist_ok=True)
+    for stale in path.glob(".*.tmp-*"):
+        if stale.is_dir():
+            shutil.rmtree(stale, ignore_errors=True)
+        else:
+            stale.unlink(missing_ok=True)
+    with atomic_file(path / "config.yaml") as handle:
+        yaml.safe_dump(config, handle, sort_keys=False)
 
 
 def train(config: TrainConfig) -> TrainResult:
@@ -91,11 +110,7 @@ def train(config: TrainConfig) -> TrainResult:
             f"training.batch_size: {loop.batch_size} is not divisible by {context.world_size} ranks"
         )
     output_dir = Path(loop.output_dir)
-    if context.is_main:
-        prepare_output_dir(output_dir, loop.overwrite_output_dir, loop.resume)
-        with atomic_file(output_dir / "config.yaml") as handle:
-            yaml.safe_dump(config.to_dict(), handle, sort_keys=False)
-    distributed.barrier(context)
+    resume = check_output_dir(output_dir, loop.overwrite_output_dir, loop.resume)
     set_seed(loop.seed)
     device = distributed.select_device(loop.device, context)
 
@@ -128,6 +143,9 @@ def train(config: TrainConfig) -> TrainResult:
             f"training.gradcache_chunk: objective {config.objective_name!r} runs its own passes on the "
             f"token ids (momentum/frozen encoder or MLM), which GradCache cannot chunk; set it to 0"
         )
+    if context.is_main:  # the inputs are checked: only now is anything written
+        open_output_dir(output_dir, config.to_dict())
+    distributed.barrier(context)
     torch.manual_seed(
         loop.seed + context.rank
     )  # same initial weights everywhere, other dropout masks per rank
@@ -148,7 +166,7 @@ def train(config: TrainConfig) -> TrainResult:
     scheduler = build_scheduler(optimizer, warmup, total_steps)
     order = torch.Generator().manual_seed(loop.seed)  # the data order, one permutation per epoch
     state = LoopState()
-    if loop.resume:
+    if resume:
         state, epoch_order_state = load_checkpoint(output_dir / "checkpoint", trained, optimizer, scheduler)
         order.set_state(epoch_order_state)
         logger.info("resumed from %s at step %d", output_dir / "checkpoint", state.step)
@@ -164,18 +182,18 @@ def train(config: TrainConfig) -> TrainResult:
         loop.batch_size, device,
     )  # fmt: skip
 
-    log = MetricsLog(
-        output_dir / "metrics.jsonl", state.step if loop.resume else None, enabled=context.is_main
-    )
+    log = MetricsLog(output_dir / "metrics.jsonl", state.step if resume else None, enabled=context.is_main)
     result = TrainResult(
         output_dir, state.step, evaluator.primary if evaluator else None, history=log.records
     )
 
     def evaluate(step: int) -> dict[str, float]:
         assert evaluator is not None
+        require_finite_weights(trained, step)
         started = time.perf_counter()
         embedder = CachedEmbedder(encoder)  # STS and geometry share one encoding of each sentence
         metrics = evaluator(embedder)
+        require_finite_metric(evaluator.primary, metrics[evaluator.primary], step)  # before any SVD of it
         record = {"step": step, "eval": metrics}
         if probe is not None:
             record["geometry"] = geometry_snapshot(embedder, probe)
@@ -221,7 +239,7 @@ def train(config: TrainConfig) -> TrainResult:
                     shown = f"{lines[:10]}{' …' if len(lines) > 10 else ''}"
                     raise TrainingError(
                         f"step {state.step + 1}: loss is {output.loss.item()} (batch from {records.path} "
-                        f"lines {shown}); the last saved model and checkpoint are untouched"
+                        f"lines {shown}); {UNTOUCHED}"
                     )
                 distributed.average_gradients(trained, context)
                 if child is not None:
@@ -263,6 +281,7 @@ def train(config: TrainConfig) -> TrainResult:
         progress.close()
         log.close()
     if loop.eval_steps == 0 and context.is_main:
+        require_finite_weights(trained, state.step)
         encoder.save(output_dir / "model")
     result.steps = state.step
     result.initial_metrics, result.best_metrics, result.best_step = (

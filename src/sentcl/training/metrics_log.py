@@ -3,12 +3,28 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
+
+from sentcl.atomic_write import atomic_file
+
+
+def _finite(value):
+    """JSON has no NaN: a non-finite number is written as null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 class MetricsLog:
     """Append-only JSONL, flushed at every line so a crashed run keeps its history. On resume the lines
-    written after the checkpoint's step are dropped (the resumed run writes them again)."""
+    written after the checkpoint's step are dropped (the resumed run writes them again): the kept lines
+    replace the file atomically, so a kill at any moment leaves either the old history or the kept one,
+    never an empty or truncated file. A torn last line (a kill in the middle of a write) is dropped."""
 
     def __init__(self, path: Path, resume_step: int | None = None, enabled: bool = True):
         self.records: list[dict] = []
@@ -16,16 +32,24 @@ class MetricsLog:
             self.handle = None
             return
         if resume_step is not None and path.is_file():
-            lines = path.read_text(encoding="utf-8").splitlines()
-            self.records = [r for r in map(json.loads, lines) if r["step"] <= resume_step]
-        self.handle = path.open("w", encoding="utf-8")
-        for record in self.records:
-            self.handle.write(json.dumps(record) + "\n")
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # only the last line can be torn
+                if record["step"] <= resume_step:
+                    self.records.append(record)
+            with atomic_file(path) as handle:
+                handle.writelines(json.dumps(record) + "\n" for record in self.records)
+            self.handle = path.open("a", encoding="utf-8")
+        else:
+            self.handle = path.open("w", encoding="utf-8")
 
     def write(self, record: dict) -> None:
+        record = _finite(record)
         self.records.append(record)
         if self.handle is not None:
-            self.handle.write(json.dumps(record) + "\n")
+            self.handle.write(json.dumps(record, allow_nan=False) + "\n")
             self.handle.flush()
 
     def close(self) -> None:

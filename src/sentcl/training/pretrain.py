@@ -33,7 +33,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import yaml
 from tqdm.auto import tqdm
 from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer, set_seed
 
@@ -50,7 +49,8 @@ from sentcl.model.packing import unpad_by_default
 from sentcl.objectives.mlm import head_loss, mask_tokens, split_mlm_model
 from sentcl.training import distributed
 from sentcl.training.checkpoint import LoopState, load_checkpoint, save_checkpoint
-from sentcl.training.loop import TrainingError, autocast_context, prepare_output_dir
+from sentcl.training.guards import TrainingError, require_finite_metric, require_finite_weights
+from sentcl.training.loop import autocast_context, check_output_dir, open_output_dir
 from sentcl.training.metrics_log import MetricsLog
 from sentcl.training.optim import build_optimizer, build_scheduler
 from sentcl.training.recipe import RunConfig
@@ -270,9 +270,7 @@ def pretrain(config: PretrainConfig) -> PretrainResult:
     if context.world_size > 1:
         raise ConfigError("sentcl pretrain runs in one process (no torchrun)")
     output_dir = Path(loop.output_dir)
-    prepare_output_dir(output_dir, loop.overwrite_output_dir, loop.resume)
-    with atomic_file(output_dir / "config.yaml") as handle:
-        yaml.safe_dump(config.to_dict(), handle, sort_keys=False)
+    resume = check_output_dir(output_dir, loop.overwrite_output_dir, loop.resume)
     set_seed(loop.seed)
     device = distributed.select_device(loop.device, context)
     amp = autocast_context(loop.autocast, device)
@@ -305,6 +303,7 @@ def pretrain(config: PretrainConfig) -> PretrainResult:
         )
     model.to(device)
     backbone, head = split_mlm_model(model, config.model.name_or_path or "the new model")
+    open_output_dir(output_dir, config.to_dict())  # the inputs are checked: only now is anything written
     tokens = SentenceTokens(sentences, tokenizer, config.data.max_length)
     split = torch.randperm(len(tokens), generator=torch.Generator().manual_seed(loop.seed)).tolist()
     eval_indices, train_indices = split[:held_out], np.array(split[held_out:])
@@ -317,7 +316,7 @@ def pretrain(config: PretrainConfig) -> PretrainResult:
     scheduler = build_scheduler(optimizer, warmup, total_steps)
     order = torch.Generator().manual_seed(loop.seed)
     state = LoopState()
-    if loop.resume:
+    if resume:
         state, epoch_order_state = load_checkpoint(output_dir / "checkpoint", model, optimizer, scheduler)
         order.set_state(epoch_order_state)
         logger.info("resumed from %s at step %d", output_dir / "checkpoint", state.step)
@@ -326,7 +325,7 @@ def pretrain(config: PretrainConfig) -> PretrainResult:
         "%d sentences (%d held out), %d steps of batch %d on %s, %.1fM parameters", len(tokens), held_out,
         total_steps, loop.batch_size, device, parameters / 1e6,
     )  # fmt: skip
-    log = MetricsLog(output_dir / "metrics.jsonl", state.step if loop.resume else None)
+    log = MetricsLog(output_dir / "metrics.jsonl", state.step if resume else None)
 
     def masked_loss(ids, mask, words, generator=None) -> torch.Tensor:
         masked, labels = mask_tokens(
@@ -338,6 +337,7 @@ def pretrain(config: PretrainConfig) -> PretrainResult:
             return head_loss(head, hidden, labels.to(device))
 
     def evaluate(step: int) -> dict[str, float]:
+        require_finite_weights(model, step)
         started = time.perf_counter()
         model.eval()
         generator = torch.Generator().manual_seed(loop.seed + 1)  # the same masks at every evaluation
@@ -348,6 +348,7 @@ def pretrain(config: PretrainConfig) -> PretrainResult:
                 loss = masked_loss(ids, mask, words, generator)
                 total, count = total + loss.item() * len(ids), count + len(ids)
         metrics = {"mlm_loss": total / max(count, 1)}
+        require_finite_metric("held-out mlm_loss", metrics["mlm_loss"], step)
         metrics["perplexity"] = math.exp(min(metrics["mlm_loss"], 50.0))
         if evaluator is not None:
             encoder = SentenceEncoder(backbone, tokenizer, "avg", max_length=config.data.max_length)
@@ -412,6 +413,7 @@ def pretrain(config: PretrainConfig) -> PretrainResult:
     finally:
         progress.close()
         log.close()
+    require_finite_weights(model, state.step)
     save_mlm_model(model, tokenizer, output_dir / "model")
     plot_pretraining(log.records, output_dir / "mlm_loss.png")
     result = PretrainResult(output_dir, state.step, final)

@@ -127,3 +127,51 @@ def test_encode_index_search_commands(tiny_model_dir, tmp_path, capsys):
         == 2
     )
     assert not (tmp_path / "x.npy").exists()
+
+
+def _pickled_copy(tiny_model_dir, folder):
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    model = AutoModel.from_pretrained(str(tiny_model_dir))
+    model.save_pretrained(str(folder))
+    AutoTokenizer.from_pretrained(str(tiny_model_dir)).save_pretrained(str(folder))
+    (folder / "model.safetensors").unlink()
+    torch.save(model.state_dict(), folder / "pytorch_model.bin")
+    return folder
+
+
+@pytest.mark.parametrize("command", ["evaluate", "encode"])
+def test_pickled_weights_are_refused_everywhere_unless_asked_for(
+    tiny_model_dir, stsb_data_dir, tmp_path, capsys, command
+):
+    model = _pickled_copy(tiny_model_dir, tmp_path / "pickled")
+    sentences = tmp_path / "s.txt"
+    sentences.write_text("a dog runs\n")
+    args = {
+        "evaluate": ["evaluate", str(model), "--tasks", "stsb-dev", "--data-dir", str(stsb_data_dir)],
+        "encode": ["encode", str(model), str(sentences), "--out", str(tmp_path / "e.npy")],
+    }[command]
+    capsys.readouterr()
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if "error" in line]
+    assert len(errors) == 1 and "--allow-pickle" in errors[0] and "Traceback" not in err
+    assert main([*args, "--allow-pickle"]) == 0
+
+
+def test_a_model_that_needs_remote_code_is_one_line_exit_2(tiny_model_dir, tmp_path, capsys):
+    import shutil
+
+    model = tmp_path / "custom"
+    shutil.copytree(tiny_model_dir, model)
+    config = json.loads((model / "config.json").read_text())
+    config |= {"model_type": "sentcl-custom-xyz", "auto_map": {"AutoModel": "modeling_xyz.XyzModel"}}
+    (model / "config.json").write_text(json.dumps(config))
+    sentences = tmp_path / "s.txt"
+    sentences.write_text("a dog runs\n")
+    assert main(["encode", str(model), str(sentences), "--out", str(tmp_path / "e.npy")]) == 2
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if "error" in line]
+    assert len(errors) == 1 and "Traceback" not in err and str(model) in errors[0]
+    assert not (tmp_path / "e.npy").exists()

@@ -86,7 +86,7 @@ def test_stsb_dev_and_sick_scored_with_cosine(tmp_path):
     write_stsb(tmp_path / "stsb" / "senteval", "dev", rows)
     (tmp_path / "SICK").mkdir()
     sick = ["pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment"]
-    sick += [f"{i}\t{a}\t{b}\t{s}\tNEUTRAL" for i, (s, a, b) in enumerate(rows)]
+    sick += [f"{i}\t{a}\t{b}\t{1 + 0.8 * s}\tNEUTRAL" for i, (s, a, b) in enumerate(rows)]  # SICK's 1–5
     (tmp_path / "SICK" / "SICK_test_annotated.txt").write_text("\n".join(sick) + "\n")
     # cosines: s1·s1 = 1, s2·s3 = 0, s4·s5 = 0.6, s6·s7 = -1 → same order as gold
     vectors = {
@@ -146,3 +146,35 @@ def test_unknown_task_and_transfer_are_clear_errors(stsb_data_dir):
 
 def test_fixture_rows_are_valid(stsb_data_dir):
     assert len(load_task(stsb_data_dir, "STSBenchmark", ("dev",)).datasets["dev"]) == len(stsb_rows())
+
+
+@pytest.mark.parametrize(
+    ("score", "message"),
+    [("99", "outside the gold scale 0–5"), ("-42", "outside the gold scale 0–5"), ("nan", "outside"),
+     ("inf", "outside")],
+)  # fmt: skip
+def test_gold_scores_outside_the_scale_name_file_and_line(tmp_path, score, message):
+    folder = tmp_path / "stsb" / "senteval"
+    folder.mkdir(parents=True)
+    rows = ["g\tf\t2012\t1\t3.0\ta b\tc d", f"g\tf\t2012\t2\t{score}\te f\tg h"]
+    (folder / "sts-dev.csv").write_text("\n".join(rows) + "\n")
+    with pytest.raises(STSDataError, match=f"sts-dev.csv:2: score '{score}' is {message}"):
+        STSEvaluator(tmp_path, "stsb-dev")
+
+
+def test_sick_scores_are_checked_against_its_own_scale(tmp_path):
+    (tmp_path / "SICK").mkdir()
+    header = "pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n"
+    (tmp_path / "SICK" / "SICK_test_annotated.txt").write_text(header + "1\ta\tb\t0.5\tNEUTRAL\n")
+    with pytest.raises(
+        STSDataError, match=r"SICK_test_annotated.txt:2: score '0.5' is outside the gold scale 1–5"
+    ):
+        STSEvaluator(tmp_path, "SICK-R")
+
+
+def test_an_empty_split_is_one_clear_error_when_the_evaluator_is_built(tmp_path):
+    folder = tmp_path / "stsb" / "senteval"
+    folder.mkdir(parents=True)
+    (folder / "sts-dev.csv").write_text("")
+    with pytest.raises(STSDataError, match=r"sts-dev.csv: no scored sentence pairs \(the file is empty\)"):
+        STSEvaluator(tmp_path, "stsb-dev")

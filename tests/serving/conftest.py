@@ -58,7 +58,8 @@ def served(tiny_model_dir, tmp_path_factory):
     encoder = SentenceEncoder.load(str(tiny_model_dir))
     index_dir = folder / "index"
     encoder.build_index(SENTENCES).save(index_dir)
-    args = [str(tiny_model_dir), "--index", str(index_dir), "--max-inputs", "8", "--max-chars", "200"]
+    args = [str(tiny_model_dir), "--index", str(index_dir), "--max-inputs", "8", "--max-chars", "200",
+            "--max-tokens", "400"]  # fmt: skip
     process, url = start_server(args, folder / "server.log")
     try:
         yield Served(url, encoder, index_dir)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from sentcl import finite_json
 from sentcl.analysis.alignment_uniformity import align_uniform, l2_normalise, stsb_probe
 from sentcl.analysis.plots import (
     PlanePoint,
@@ -150,5 +151,5 @@ Lower ℓ_align means positives are closer; lower ℓ_uniform means a more unifo
         for a in analyses
     }
     with atomic_file(out / "results.json") as handle:
-        json.dump(results, handle, indent=2)
+        finite_json.dump(results, handle, indent=2)
     return out / "report.md"

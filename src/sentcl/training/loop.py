@@ -14,7 +14,6 @@ dropout masks and updates an uninterrupted run would have seen. Under torchrun s
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import math
 import shutil
@@ -27,6 +26,7 @@ import yaml
 from tqdm.auto import tqdm
 from transformers import set_seed
 
+from sentcl import finite_json
 from sentcl.analysis.alignment_uniformity import geometry_snapshot, stsb_probe
 from sentcl.atomic_write import atomic_file, recover_folder
 from sentcl.config import ConfigError, expand_path
@@ -289,7 +289,7 @@ def train(config: TrainConfig) -> TrainResult:
     )  # fmt: skip
     if context.is_main:
         with atomic_file(output_dir / "summary.json") as handle:
-            json.dump(result.summary(), handle, indent=2)
+            finite_json.dump(result.summary(), handle, indent=2)
     distributed.barrier(context)
     return result
 

@@ -3,21 +3,10 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 from sentcl.atomic_write import atomic_file
-
-
-def _finite(value):
-    """JSON has no NaN: a non-finite number is written as null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    return value
+from sentcl.finite_json import dumps, finite
 
 
 class MetricsLog:
@@ -46,10 +35,10 @@ class MetricsLog:
             self.handle = path.open("w", encoding="utf-8")
 
     def write(self, record: dict) -> None:
-        record = _finite(record)
+        record = finite(record)
         self.records.append(record)
         if self.handle is not None:
-            self.handle.write(json.dumps(record, allow_nan=False) + "\n")
+            self.handle.write(dumps(record) + "\n")
             self.handle.flush()
 
     def close(self) -> None:

@@ -23,7 +23,6 @@ where it has none). A run writes into ``output_dir``:
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import math
 import time
@@ -36,6 +35,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer, set_seed
 
+from sentcl import finite_json
 from sentcl.analysis.plots import plot_curves
 from sentcl.atomic_write import atomic_file, atomic_folder
 from sentcl.config import ConfigError, apply_overrides, expand_path, from_dict, load_yaml, to_dict
@@ -418,7 +418,7 @@ def pretrain(config: PretrainConfig) -> PretrainResult:
     plot_pretraining(log.records, output_dir / "mlm_loss.png")
     result = PretrainResult(output_dir, state.step, final)
     with atomic_file(output_dir / "summary.json") as handle:
-        json.dump(result.summary(), handle, indent=2)
+        finite_json.dump(result.summary(), handle, indent=2)
     return result
 
 

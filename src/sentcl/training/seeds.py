@@ -6,12 +6,12 @@ seed each is comparing noise. ``train_seeds`` runs the recipe once per seed into
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
+from sentcl import finite_json
 from sentcl.atomic_write import atomic_file
 from sentcl.training.loop import TrainResult, train
 from sentcl.training.recipe import TrainConfig
@@ -27,7 +27,7 @@ def train_seeds(
         results.append(train(replace(config, training=loop)))
     aggregate = aggregate_metrics([r.best_metrics for r in results if r.best_metrics is not None])
     with atomic_file(root / "seeds.json") as handle:
-        json.dump(
+        finite_json.dump(
             {"seeds": seeds, "best": [r.best_metrics for r in results], "aggregate": aggregate},
             handle,
             indent=2,

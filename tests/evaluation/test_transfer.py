@@ -3,12 +3,13 @@ import gzip
 import numpy as np
 import pytest
 
+from sentcl.evaluation import senteval_protocols as protocols
 from sentcl.evaluation.suite import EvaluationSuite
 from sentcl.evaluation.transfer import (
     TransferDataError,
     TransferEvaluator,
-    cross_validated_accuracy,
     load_transfer_task,
+    senteval_order,
 )
 
 
@@ -63,8 +64,10 @@ def test_readers_follow_senteval_layouts(tmp_path):
 
 
 def test_separable_fixtures_reach_full_accuracy_and_missing_tasks_are_named(tmp_path):
+    """The readers and the wiring, on the scikit-learn path (the PyTorch probe needs more than the
+    fixtures' few batches per epoch to move: see the protocol tests below)."""
     write_fixture(tmp_path)
-    evaluator = TransferEvaluator(tmp_path, folds=3)
+    evaluator = TransferEvaluator(tmp_path, protocol="senteval-sklearn", folds=3)
     metrics = evaluator(KeywordEmbedder())
     for name in ("MR", "SST2", "TREC", "MRPC"):
         assert metrics[name] == pytest.approx(100.0)
@@ -75,8 +78,136 @@ def test_separable_fixtures_reach_full_accuracy_and_missing_tasks_are_named(tmp_
 
 def test_cross_validation_is_at_chance_on_random_labels():
     rng = np.random.default_rng(0)
-    x, y = rng.normal(size=(200, 5)), rng.integers(0, 2, 200)
-    assert 30 < cross_validated_accuracy(x, y, folds=5) < 70
+    x, y = rng.normal(size=(200, 5)).astype(np.float32), rng.integers(0, 2, 200)
+    config = protocols.ProbeConfig(protocol="senteval-sklearn", kfold=5)
+    assert 30 < protocols.inner_kfold(config, x, y)["acc"] < 70
+
+
+def noisy_linear(n, d=8, seed=0, classes=2):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, d)).astype(np.float32)
+    scores = x @ rng.normal(size=(d, classes)) + rng.normal(scale=1.5, size=(n, classes))
+    return x, scores.argmax(1)
+
+
+# A re-derivation of SentEval's scikit-learn path (senteval/tools/validation.py), written as plain loops:
+# the protocol module must give the very same numbers.
+def _logreg(c, x, y):
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.linear_model import LogisticRegression
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return LogisticRegression(C=c, random_state=1111).fit(x, y)
+
+
+def naive_inner_kfold(x, y, k):
+    from sklearn.model_selection import StratifiedKFold
+
+    grid = [2**t for t in range(-2, 4)]
+    folds = StratifiedKFold(n_splits=k, shuffle=True, random_state=1111)
+    dev, test = [], []
+    for train, held in folds.split(x, y):
+        scores = []
+        for c in grid:
+            inner = StratifiedKFold(n_splits=k, shuffle=True, random_state=1111)
+            fold_scores = [
+                _logreg(c, x[train][a], y[train][a]).score(x[train][b], y[train][b])
+                for a, b in inner.split(x[train], y[train])
+            ]
+            scores.append(round(100 * np.mean(fold_scores), 2))
+        dev.append(max(scores))
+        test.append(
+            round(100 * _logreg(grid[int(np.argmax(scores))], x[train], y[train]).score(x[held], y[held]), 2)
+        )
+    return round(np.mean(dev), 2), round(np.mean(test), 2)
+
+
+def naive_kfold(x, y, x_test, y_test, k):
+    from sklearn.metrics import f1_score
+    from sklearn.model_selection import StratifiedKFold
+
+    grid = [2**t for t in range(-1, 6)]
+    folds = StratifiedKFold(n_splits=k, shuffle=True, random_state=1111)
+    scores = [
+        round(100 * np.mean([_logreg(c, x[a], y[a]).score(x[b], y[b]) for a, b in folds.split(x, y)]), 2)
+        for c in grid
+    ]
+    model = _logreg(grid[int(np.argmax(scores))], x, y)
+    result = (max(scores), round(100 * model.score(x_test, y_test), 2))
+    return (*result, round(100 * f1_score(y_test, model.predict(x_test)), 2)) if y.max() == 1 else result
+
+
+def naive_split(train, dev, test):
+    grid = [2**t for t in range(-2, 4)]
+    scores = [round(100 * _logreg(c, *train).score(*dev), 2) for c in grid]
+    return max(scores), round(100 * _logreg(grid[int(np.argmax(scores))], *train).score(*test), 2)
+
+
+def test_senteval_sklearn_equals_its_reference_loops():
+    config = protocols.ProbeConfig(protocol="senteval-sklearn", kfold=4)
+    x, y = noisy_linear(160)
+    got = protocols.inner_kfold(config, x, y, jobs=2)
+    assert (got["devacc"], got["acc"]) == pytest.approx(naive_inner_kfold(x, y, 4), abs=0.01)
+    x6, y6 = noisy_linear(200, classes=3, seed=1)  # TREC-style: several classes
+    x_test, y_test = noisy_linear(80, classes=3, seed=2)
+    got = protocols.kfold(config, (x6, y6), (x_test, y_test))
+    expected = naive_kfold(x6, y6, x_test, y_test, 4)
+    assert (got["devacc"], got["acc"]) == pytest.approx(expected[:2], abs=0.01)
+    xp, yp = noisy_linear(200, seed=3)  # MRPC-style: binary with F1
+    xt, yt = noisy_linear(90, seed=4)
+    assert tuple(protocols.kfold(config, (xp, yp), (xt, yt), f1=True).values()) == pytest.approx(
+        naive_kfold(xp, yp, xt, yt, 4), abs=0.01
+    )
+    got = protocols.split(config, (x, y), (xt[:45], yt[:45]), (xt[45:], yt[45:]))
+    assert (got["devacc"], got["acc"]) == pytest.approx(
+        naive_split((x, y), (xt[:45], yt[:45]), (xt[45:], yt[45:]))
+    )
+
+
+def test_simcse_protocol_is_reproducible_and_parallelism_changes_no_number():
+    config = protocols.ProbeConfig(protocol="simcse", kfold=3, max_epoch=40)
+    x, y = noisy_linear(150)
+    one = protocols.inner_kfold(config, x, y, jobs=1)
+    assert one == protocols.inner_kfold(config, x, y, jobs=2)
+    xt, yt = noisy_linear(60, seed=5)
+    assert protocols.kfold(config, (x, y), (xt, yt), jobs=1, f1=True) == protocols.kfold(
+        config, (x, y), (xt, yt), jobs=2, f1=True
+    )
+    assert 50 < one["acc"] <= 100
+
+
+def test_simcse_classifier_keeps_the_best_epoch_and_stops_after_tenacity():
+    config = protocols.ProbeConfig(protocol="simcse", tenacity=2, epoch_size=1, max_epoch=200)
+    x, y = noisy_linear(120)
+    model = protocols.TorchLogisticRegression(config, 8, 2, l2reg=1e-4)
+    seen = []
+    real = model._accuracy
+    model._accuracy = lambda a, b: seen.append(real(a, b)) or seen[-1]
+    model.fit(x[:100], y[:100], (x[100:], y[100:]))
+    # stops on the first epoch after the counter (never reset) passed the tenacity
+    stale = [i for i in range(1, len(seen)) if seen[i] <= max(seen[:i])]
+    assert len(stale) == config.tenacity + 1 and len(seen) - 1 == stale[-1]
+    assert model.score(x[100:], y[100:]) == pytest.approx(max(seen))
+
+
+def test_sets_are_ordered_as_senteval_orders_them():
+    sentences = ["a b c", "a", "b c", "x", "y z"]
+    labels = np.array([0, 1, 0, 0, 1])
+    assert senteval_order(sentences, labels).tolist() == [3, 1, 2, 4, 0]  # (words, label), stable
+    pairs = [("a b", "c"), ("a", "b c d"), ("a", "b")]
+    assert senteval_order(pairs, np.array([1, 0, 0])).tolist() == [2, 1, 0]
+
+
+def test_an_unknown_protocol_is_refused(tmp_path):
+    from sentcl.evaluation import TaskSpecError
+
+    with pytest.raises(
+        TaskSpecError, match="transfer protocol 'pytorch' is not one of simcse, senteval-sklearn"
+    ):
+        TransferEvaluator(tmp_path, protocol="pytorch")
 
 
 def test_malformed_rows_name_file_and_line(tmp_path):

@@ -62,9 +62,9 @@ def test_short_unsupervised_run_on_wiki(tmp_path, shared_data):
 def test_transfer_cr_on_minilm(minilm, shared_data):
     from sentcl.evaluation.transfer import TransferEvaluator
 
-    evaluator = TransferEvaluator(shared_data, ["CR"])
-    # measured here: 82.99 (10-fold CV, inner 10-fold C selection)
-    assert evaluator(minilm)["CR"] == pytest.approx(82.99, abs=0.5)
+    evaluator = TransferEvaluator(shared_data, ["CR"], protocol="senteval-sklearn")
+    # SentEval's own scikit-learn path (SimCSE's copy, usepytorch False, kfold 10) gives 82.07 on these files
+    assert evaluator(minilm)["CR"] == pytest.approx(82.07, abs=0.1)
 
 
 def test_whitening_trades_alignment_for_uniformity_on_minilm(minilm, shared_data):

@@ -18,6 +18,7 @@ from sentcl.config import ConfigError
 from sentcl.data import DataError, read_sentences
 from sentcl.embedder import CachedEmbedder
 from sentcl.evaluation import DataDirError, STSDataError, TaskSpecError, resolve_data_dir
+from sentcl.evaluation.senteval_protocols import PROTOCOLS
 from sentcl.evaluation.suite import EvaluationSuite
 from sentcl.evaluation.transfer import TransferDataError
 from sentcl.model import POOLERS, ModelLoadError, SentenceEncoder
@@ -84,6 +85,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--tasks", default="sts", help="sts (7-task table) | stsb-dev | transfer | comma-separated task names"
     )
     p.add_argument("--aggregation", default="all", choices=["all", "mean", "wmean"], help="for STS12–16")
+    p.add_argument(
+        "--transfer-protocol",
+        default="simcse",
+        choices=list(PROTOCOLS),
+        help="simcse: SentEval's PyTorch logistic regression as SimCSE's paper ran it (default); "
+        "senteval-sklearn: SentEval's scikit-learn path",
+    )
     p.add_argument("--data-dir", help="evaluation data (default: $SENTCL_DATA, else the download cache)")
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--json", help="also write all scores to this JSON file")
@@ -206,7 +214,7 @@ def run_pretrain(args: argparse.Namespace) -> int:
 
 def run_evaluate(args: argparse.Namespace) -> int:
     data_dir = resolve_data_dir(args.data_dir)
-    suite = EvaluationSuite(data_dir, args.tasks, args.aggregation)
+    suite = EvaluationSuite(data_dir, args.tasks, args.aggregation, args.transfer_protocol)
     encoder = SentenceEncoder.load(args.model, pooler=args.pooler, allow_pickle=args.allow_pickle)
     encoder = encoder.quantized_int8() if args.int8 else encoder
     embedder = SimpleNamespace(encode=partial(encoder.encode, batch_size=args.batch_size))

@@ -15,7 +15,13 @@ _TRANSFER_ALIASES = {name.lower(): name for name in TRANSFER_TASKS} | {"sst-2": 
 
 
 class EvaluationSuite:
-    def __init__(self, data_dir: str | Path, tasks: str | Sequence[str] = "sts", aggregation: str = "all"):
+    def __init__(
+        self,
+        data_dir: str | Path,
+        tasks: str | Sequence[str] = "sts",
+        aggregation: str = "all",
+        transfer_protocol: str = "simcse",
+    ):
         items = [s.strip() for s in (tasks.split(",") if isinstance(tasks, str) else tasks) if s.strip()]
         sts, transfer = [], []
         for item in items:
@@ -28,7 +34,7 @@ class EvaluationSuite:
         if not items:
             raise TaskSpecError("no evaluation task given")
         self.sts = STSEvaluator(data_dir, sts, aggregation) if sts else None
-        self.transfer = TransferEvaluator(data_dir, transfer) if transfer else None
+        self.transfer = TransferEvaluator(data_dir, transfer, transfer_protocol) if transfer else None
         self.results: dict = {}
 
     def run(self, embedder: Embedder) -> tuple[dict[str, float], str]:

@@ -1,37 +1,30 @@
-"""SentEval transfer tasks with a logistic-regression probe on frozen sentence embeddings.
+"""SentEval transfer tasks: a linear probe on frozen sentence embeddings, by SentEval's own procedure.
 
-Readers and protocol follow SentEval (``senteval/{binary,sst,trec,mrpc}.py``, scikit-learn path):
+Readers follow SentEval (``senteval/{binary,sst,trec,mrpc}.py``): MR, CR, SUBJ, MPQA are one sentence per
+line, the class is the file (latin-1, empty lines kept as empty sentences); SST-2 has train / dev / test;
+TREC train_5500 / TREC_10 with the 6 coarse classes; MRPC pairs with features [|u − v|, u ⊙ v]. As in
+SentEval, each set is ordered by (number of words, label) — a stable sort, which fixes which examples
+the shuffled folds put together — and sentences are their words joined by single spaces.
 
-* MR, CR, SUBJ, MPQA — one sentence per line, the class is the file (files read as latin-1, empty lines
-  kept as empty sentences, as SentEval does); 10-fold cross-validation (shuffled, seed 1111), and inside
-  each training fold the L2 strength C ∈ {2⁻², …, 2³} is chosen by an inner k-fold;
-* SST-2 — given train / dev / test: C chosen on dev, accuracy on test;
-* TREC — train_5500 / TREC_10 (6 coarse classes): C chosen by k-fold on train, accuracy on test;
-* MRPC — pairs; features [|u − v|, u ⊙ v]; C chosen by k-fold on train, accuracy (and F1) on test.
-
-Accuracies are ×100. The inner selection uses ``LogisticRegressionCV`` (warm-started along the C path),
-which computes the same choice as SentEval's loop over C, faster.
+The classifier procedures and the two protocols (``senteval-sklearn``; ``simcse``, the PyTorch logistic
+regression SimCSE's paper reports with, the default) are in ``senteval_protocols.py``: inner k-fold for
+MR, CR, SUBJ, MPQA; k-fold for TREC and MRPC; dev selection for SST-2. Accuracies are ×100 and rounded
+to 2 decimals as SentEval rounds them.
 """
 
 from __future__ import annotations
 
 import gzip
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from joblib import Parallel, delayed
-from sklearn.exceptions import ConvergenceWarning
-from sklearn.linear_model import LogisticRegression, LogisticRegressionCV
-from sklearn.metrics import f1_score
-from sklearn.model_selection import KFold, StratifiedKFold
 
 from sentcl.embedder import CachedEmbedder, Embedder
+from sentcl.evaluation.senteval_protocols import PROTOCOLS, SEED, ProbeConfig, inner_kfold, kfold, split
+from sentcl.evaluation.sts import TaskSpecError
 
 TRANSFER_TASKS = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")
-C_GRID = [2.0**t for t in range(-2, 4)]
-SEED = 1111
 _BINARY_FILES = {
     "MR": ("MR", "rt-polarity.pos", "rt-polarity.neg"),
     "CR": ("CR", "custrev.pos", "custrev.neg"),
@@ -156,68 +149,56 @@ def _read_mrpc(path: Path) -> TransferSplit:
     return TransferSplit(pairs, np.array(labels))
 
 
-def _select_and_fit(x: np.ndarray, y: np.ndarray, folds: int, seed: int) -> LogisticRegressionCV:
-    """C chosen by stratified k-fold over C_GRID, then refitted on all of (x, y)."""
-    cv = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        warnings.simplefilter("ignore", FutureWarning)  # scikit-learn's notices of its API transition
-        return LogisticRegressionCV(
-            Cs=C_GRID, cv=cv, scoring="accuracy", max_iter=1000, random_state=seed, n_jobs=-1
-        ).fit(x, y)
+def senteval_order(sentences: list, labels: np.ndarray) -> np.ndarray:
+    """The order SentEval encodes and folds a set in: by (words of each sentence, label), stable; for
+    pairs by (words of the first, words of the second, label)."""
 
+    def key(i: int):
+        item = sentences[i]
+        lengths = tuple(len(s.split()) for s in item) if isinstance(item, tuple) else (len(item.split()),)
+        return (*lengths, int(labels[i]))
 
-def _fit(x: np.ndarray, y: np.ndarray, c: float, seed: int) -> LogisticRegression:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        return LogisticRegression(C=c, max_iter=1000, random_state=seed).fit(x, y)
-
-
-def cross_validated_accuracy(x: np.ndarray, y: np.ndarray, folds: int = 10, seed: int = SEED) -> float:
-    """SentEval's InnerKFoldClassifier: outer k-fold, C chosen by an inner k-fold in each training fold."""
-    scores = []
-    for train, test in KFold(n_splits=folds, shuffle=True, random_state=seed).split(x):
-        scores.append(_select_and_fit(x[train], y[train], folds, seed).score(x[test], y[test]))
-    return 100 * float(np.mean(scores))
-
-
-def split_accuracy(train: tuple, dev: tuple, test: tuple, seed: int = SEED) -> float:
-    """SentEval's SplitClassifier: C chosen on dev, accuracy on test (the C grid fitted in parallel)."""
-    models = Parallel(n_jobs=-1)(delayed(_fit)(*train, c, seed) for c in C_GRID)
-    dev_scores = [model.score(*dev) for model in models]
-    best = models[int(np.argmax(dev_scores))]  # first best C on ties, as max() over the grid
-    return 100 * float(best.score(*test))
+    return np.array(sorted(range(len(labels)), key=key), dtype=int)
 
 
 class TransferEvaluator:
-    """``evaluator(embedder) → {task: accuracy, …, "avg"}``; missing tasks are reported, not averaged."""
+    """``evaluator(embedder) → {task: accuracy, …, "avg"}``; missing tasks are reported, not averaged.
+    ``details`` holds SentEval's numbers per task (devacc, acc, and MRPC's f1)."""
 
-    def __init__(self, data_dir: str | Path, tasks=TRANSFER_TASKS, folds: int = 10, seed: int = SEED):
+    def __init__(
+        self,
+        data_dir: str | Path,
+        tasks=TRANSFER_TASKS,
+        protocol: str = "simcse",
+        folds: int = 10,
+        seed: int = SEED,
+        jobs: int = -1,
+    ):
+        if protocol not in PROTOCOLS:
+            raise TaskSpecError(f"transfer protocol {protocol!r} is not one of {', '.join(PROTOCOLS)}")
         self.tasks = [load_transfer_task(Path(data_dir), name) for name in tasks]
-        self.folds, self.seed = folds, seed
+        self.config = ProbeConfig(protocol=protocol, kfold=folds, seed=seed)  # type: ignore[arg-type]
+        self.jobs = jobs
         self.primary = "avg"
         self.missing = {t.name: t.missing for t in self.tasks if t.missing}
         self.details: dict[str, dict[str, float]] = {}
 
-    def _embed(self, embedder: Embedder, sentences) -> np.ndarray:
+    def _features(self, embedder: Embedder, split: TransferSplit) -> tuple[np.ndarray, np.ndarray]:
+        order = senteval_order(split.sentences, split.labels)
+        sentences = [split.sentences[i] for i in order]
         if sentences and isinstance(sentences[0], tuple):
-            u = embedder.encode([a for a, _ in sentences]).astype(np.float64)
-            v = embedder.encode([b for _, b in sentences]).astype(np.float64)
-            return np.c_[np.abs(u - v), u * v]
-        return embedder.encode(sentences).astype(np.float64)
+            u = np.asarray(embedder.encode([a for a, _ in sentences]), dtype=np.float32)
+            v = np.asarray(embedder.encode([b for _, b in sentences]), dtype=np.float32)
+            return np.c_[np.abs(u - v), u * v], split.labels[order]
+        return np.asarray(embedder.encode(sentences), dtype=np.float32), split.labels[order]
 
     def evaluate_task(self, embedder: Embedder, task: TransferTask) -> dict[str, float]:
-        features = {split: (self._embed(embedder, s.sentences), s.labels) for split, s in task.splits.items()}
+        features = {name: self._features(embedder, s) for name, s in task.splits.items()}
         if "all" in features:
-            return {"acc": cross_validated_accuracy(*features["all"], self.folds, self.seed)}
+            return inner_kfold(self.config, *features["all"], jobs=self.jobs)
         if "dev" in features:
-            return {"acc": split_accuracy(features["train"], features["dev"], features["test"], self.seed)}
-        model = _select_and_fit(*features["train"], self.folds, self.seed)
-        x_test, y_test = features["test"]
-        result = {"acc": 100 * float(model.score(x_test, y_test))}
-        if task.name == "MRPC":
-            result["f1"] = 100 * float(f1_score(y_test, model.predict(x_test)))
-        return result
+            return split(self.config, features["train"], features["dev"], features["test"], jobs=self.jobs)
+        return kfold(self.config, features["train"], features["test"], jobs=self.jobs, f1=task.name == "MRPC")
 
     def __call__(self, embedder: Embedder) -> dict[str, float]:
         embedder = CachedEmbedder(embedder)  # the tasks share sentences (SST-2 and MR: the same reviews)

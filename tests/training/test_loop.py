@@ -335,3 +335,27 @@ def test_resume_before_the_first_checkpoint_starts_from_step_zero_and_stale_temp
     )
     assert result.steps == 2
     assert sorted(p.name for p in run.iterdir() if p.name.startswith(".")) == []
+
+
+def test_autocast_auto_says_which_precision_and_why(
+    tmp_path, tiny_model_dir, wiki_file, stsb_data_dir, caplog
+):
+    import logging
+
+    from sentcl.hardware import choose_autocast, detect
+
+    with caplog.at_level(logging.INFO, logger="sentcl.training.loop"):
+        train(
+            recipe(
+                tiny_model_dir,
+                wiki_file,
+                tmp_path / "run",
+                stsb_data_dir,
+                max_steps=1,
+                eval_steps=0,
+                autocast="auto",
+            )
+        )
+    chosen, reason = choose_autocast("auto", detect("cpu"))
+    line = next(r.getMessage() for r in caplog.records if "training.autocast auto" in r.getMessage())
+    assert line == f"training.autocast auto: {'bf16' if chosen == 'bfloat16' else 'fp32'} ({reason})"

@@ -34,6 +34,7 @@ from sentcl.data import ContrastiveDataset, read_records
 from sentcl.data.collate import group_by_length
 from sentcl.embedder import CachedEmbedder
 from sentcl.evaluation import STSEvaluator, resolve_data_dir
+from sentcl.hardware import Hardware, choose_autocast, detect
 from sentcl.model import SentenceEncoder
 from sentcl.objectives import build_objective
 from sentcl.training import distributed
@@ -63,12 +64,17 @@ class TrainResult:
         return {k: getattr(self, k) for k in keys} | {"model": str(self.output_dir / "model")}
 
 
-def autocast_context(kind: str, device: torch.device):
-    """``training.autocast``: bf16 autocast of the forward passes, or nothing."""
-    if kind == "none":
+def autocast_context(kind: str, device: torch.device, hardware: Hardware | None = None):
+    """``training.autocast``: bf16 autocast of the forward passes, or nothing; ``auto`` decides from what
+    the device does natively (sentcl/hardware.py) and says which and why. Master weights, the loss and
+    the similarities stay fp32."""
+    chosen, reason = choose_autocast(kind, hardware or detect(device))
+    if kind == "auto":
+        logger.info("training.autocast auto: %s (%s)", "bf16" if chosen == "bfloat16" else "fp32", reason)
+    elif chosen == "bfloat16" and not (hardware or detect(device)).native_bf16:
+        logger.warning("training.autocast: bfloat16 on hardware without native bf16 is slower than fp32")
+    if chosen == "none":
         return contextlib.nullcontext()
-    if device.type == "cpu":
-        logger.warning("training.autocast: bfloat16 on the CPU is usually far slower than fp32")
     return torch.autocast(device.type, dtype=torch.bfloat16)
 
 

@@ -46,8 +46,9 @@ class RunConfig:
     #: continue from output_dir/checkpoint (exactly: same batches, masks and updates)
     resume: bool = False
     device: str = "auto"
-    #: bfloat16 autocast of the forward passes (for GPUs; on most CPUs bf16 is far slower than fp32)
-    autocast: Literal["none", "bfloat16"] = "none"
+    #: bfloat16 autocast of the forward passes; auto: bf16 where the device multiplies bf16 natively
+    #: (CPUs with avx512_bf16 / amx_bf16, GPUs from compute capability 8.0), fp32 elsewhere
+    autocast: Literal["none", "bfloat16", "auto"] = "none"
 
     def validate(self) -> None:
         positive = {

@@ -131,11 +131,13 @@ def main() -> None:
     args = parser.parse_args()
 
     from sentcl.model import SentenceEncoder
+    from sentcl.serving import SentenceIndex
 
     with tempfile.TemporaryDirectory() as tmp:
         corpus = read_corpus(args.corpus, args.corpus_size)
         index = Path(tmp) / "index"
-        SentenceEncoder.load(args.model).build_index(corpus).save(index)
+        encoder = SentenceEncoder.load(args.model)
+        SentenceIndex.of_corpus(encoder, corpus, model=encoder.source).save(index)
         server, url = launch(args.model, index)
         try:
             latencies, errors, wall = run_clients(url, args.clients, args.requests)

@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from sentcl.model import SentenceEncoder
+from sentcl.serving import SentenceIndex
 from tests.conftest import SENTENCES
 
 
@@ -57,7 +58,7 @@ def served(tiny_model_dir, tmp_path_factory):
     folder = tmp_path_factory.mktemp("served")
     encoder = SentenceEncoder.load(str(tiny_model_dir))
     index_dir = folder / "index"
-    encoder.build_index(SENTENCES).save(index_dir)
+    SentenceIndex.of_corpus(encoder, SENTENCES, model=encoder.source).save(index_dir)
     args = [str(tiny_model_dir), "--index", str(index_dir), "--max-inputs", "8", "--max-chars", "200",
             "--max-tokens", "400"]  # fmt: skip
     process, url = start_server(args, folder / "server.log")

@@ -58,26 +58,19 @@ def test_bad_inputs(tmp_path, data):
         SentenceIndex.load(tmp_path)
 
 
-def test_encoder_similarity_and_search(tiny_model_dir):
+def test_encoder_similarity_and_an_index_of_any_embedder(tiny_model_dir):
     encoder = SentenceEncoder.load(str(tiny_model_dir))
     sims = encoder.similarity(SENTENCES[:2], SENTENCES)
     assert sims.shape == (2, len(SENTENCES))
     np.testing.assert_allclose([sims[0, 0], sims[1, 1]], 1.0, atol=1e-5)
-    with pytest.raises(RuntimeError, match="no index"):
-        encoder.search("a dog")
-    encoder.build_index(SENTENCES)
-    hits = encoder.search(SENTENCES[3], top_k=3)[0]
+    index = SentenceIndex.of_corpus(encoder, SENTENCES, model=encoder.source)
+    hits = index.query(encoder, SENTENCES[3], top_k=3)[0]
     # a random tiny BERT is very anisotropic (cosines near 1), so compare with its own similarity row
     row = encoder.similarity(SENTENCES[3], SENTENCES)[0]
     np.testing.assert_allclose([h.score for h in hits], np.sort(row)[::-1][:3], atol=1e-5)
     assert SENTENCES[3] in [h.text for h in hits]
+    assert index.model == str(tiny_model_dir.resolve())
 
 
-def test_index_records_the_model_it_was_built_with(tiny_model_dir):
-    from sentcl.model import ModelConfig
-
-    encoder = SentenceEncoder.from_config(ModelConfig(str(tiny_model_dir), pooler="avg"))
-    assert encoder.build_index(SENTENCES).model == str(tiny_model_dir)
-    assert SentenceEncoder.load(str(tiny_model_dir)).build_index(SENTENCES).model == str(
-        tiny_model_dir.resolve()
-    )
+def test_the_model_knows_nothing_of_indexes():
+    assert not hasattr(SentenceEncoder, "build_index") and not hasattr(SentenceEncoder, "search")

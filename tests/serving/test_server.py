@@ -58,10 +58,10 @@ def test_similarity_matches_the_encoder(served):
 def test_search_matches_the_index(served):
     from sentcl.serving import SentenceIndex
 
-    served.encoder.index = SentenceIndex.load(served.index_dir)
+    index = SentenceIndex.load(served.index_dir)
     query = "a dog runs in the park"
     body = httpx.post(f"{served.url}/search", json={"query": query, "top_k": 4}).json()
-    expected = served.encoder.search(query, top_k=4)[0]
+    expected = index.query(served.encoder, query, top_k=4)[0]
     assert [h["id"] for h in body["results"][0]] == [h.id for h in expected]
     np.testing.assert_allclose(
         [h["score"] for h in body["results"][0]], [h.score for h in expected], atol=1e-5

@@ -18,13 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
+from sentcl.analysis.spectrum import spectrum_summary
+from sentcl.analysis.unit_sphere import l2_normalise
 from sentcl.embedder import Embedder
 from sentcl.evaluation.sts_data import load_task
-
-
-def l2_normalise(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float64)
-    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
 
 
 def alignment(x: np.ndarray, y: np.ndarray, alpha: float = 2.0) -> float:
@@ -108,8 +105,6 @@ def align_uniform(
 def geometry_snapshot(embedder: Embedder, probe: AlignUniformProbe) -> dict[str, float]:
     """ℓ_align, ℓ_uniform and the spectrum summary of the probe sentences — what a training run logs
     at each evaluation step to leave its trajectory on the alignment–uniformity plane."""
-    from sentcl.analysis.spectrum import spectrum_summary  # spectrum builds on this module
-
     snapshot = align_uniform(embedder, probe)
     spectrum = spectrum_summary(embedder.encode(probe.sentences))
     keys = ("avg_cos_random", "effective_rank", "gram_top_eigenvalue", "gram_sum", "sv10", "sv50")

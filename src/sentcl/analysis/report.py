@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from sentcl import finite_json
-from sentcl.analysis.alignment_uniformity import align_uniform, l2_normalise, stsb_probe
+from sentcl.analysis.alignment_uniformity import align_uniform, stsb_probe
 from sentcl.analysis.plots import (
     PlanePoint,
     plot_alignment_uniformity,
@@ -23,6 +23,7 @@ from sentcl.analysis.plots import (
     plot_singular_values,
 )
 from sentcl.analysis.spectrum import normalised_singular_values, spectrum_summary
+from sentcl.analysis.unit_sphere import l2_normalise
 from sentcl.atomic_write import atomic_file
 from sentcl.embedder import CachedEmbedder, Embedder
 from sentcl.evaluation.sts import correlate, cosine_scores

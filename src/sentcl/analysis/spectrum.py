@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sentcl.analysis.alignment_uniformity import l2_normalise
+from sentcl.analysis.unit_sphere import l2_normalise
 
 
 def normalised_singular_values(x: np.ndarray, center: bool = False) -> np.ndarray:

@@ -264,7 +264,12 @@ def run_encode(args: argparse.Namespace) -> int:
 def run_index(args: argparse.Namespace) -> int:
     sentences = [row[0] for row in read_sentences(args.corpus).rows]
     encoder = SentenceEncoder.load(args.model, pooler=args.pooler, allow_pickle=args.allow_pickle)
-    index = encoder.build_index(sentences, kind=args.kind, batch_size=args.batch_size)
+    index = SentenceIndex.of_corpus(
+        _BatchedEncoder(encoder, args.batch_size, show_progress=True),
+        sentences,
+        kind=args.kind,
+        model=encoder.source,
+    )
     index.save(args.out)
     print(f"{args.out}: {len(index)} sentences, {index.kind} index, model {index.model}")
     return 0
@@ -276,8 +281,9 @@ def run_search(args: argparse.Namespace) -> int:
     if not model:
         raise ConfigError(f"{args.index}: the index records no model; pass --model")
     encoder = SentenceEncoder.load(model, allow_pickle=args.allow_pickle)
-    encoder.index = index
-    for query, hits in zip(args.query, encoder.search(args.query, args.top_k, args.threshold), strict=True):
+    for query, hits in zip(
+        args.query, index.query(encoder, args.query, args.top_k, args.threshold), strict=True
+    ):
         print(f"query: {query}")
         for hit in hits:
             print(f"  {hit.score:.4f}  {hit.text}")
@@ -316,11 +322,11 @@ def run_serve(args: argparse.Namespace) -> int:
 
 
 class _BatchedEncoder:
-    def __init__(self, encoder: SentenceEncoder, batch_size: int):
-        self.encoder, self.batch_size = encoder, batch_size
+    def __init__(self, encoder: SentenceEncoder, batch_size: int, show_progress: bool = False):
+        self.encoder, self.batch_size, self.show_progress = encoder, batch_size, show_progress
 
     def encode(self, sentences):
-        return self.encoder.encode(sentences, batch_size=self.batch_size, show_progress=False)
+        return self.encoder.encode(sentences, batch_size=self.batch_size, show_progress=self.show_progress)
 
 
 def run_analyze(args: argparse.Namespace) -> int:

@@ -38,7 +38,6 @@ from sentcl.model.heads import MLPHead
 from sentcl.model.packing import backbone_states, unpad_by_default
 from sentcl.model.pooling import NEEDS_HIDDEN_STATES, POOLERS, WITH_MLP_HEAD
 from sentcl.model.sentence_transformers_export import unsupported_reason, write_sentence_transformers_files
-from sentcl.serving.index import Hit, SentenceIndex
 
 logger = logging.getLogger(__name__)
 
@@ -103,8 +102,7 @@ class SentenceEncoder(nn.Module):
         self.head = head
         self.max_length = max_length or _default_max_length(backbone, tokenizer)
         self.unpad = unpad
-        self.source: str | None = None  # where the model was loaded from, recorded in saved indexes
-        self.index: SentenceIndex | None = None
+        self.source: str | None = None  # where the model was loaded from (recorded by indexes built on it)
 
     # ----------------------------------------------------------------------------------- building
     @classmethod
@@ -277,25 +275,6 @@ class SentenceEncoder(nn.Module):
         x = self.encode(a, batch_size=batch_size, normalize=True)
         y = self.encode(b, batch_size=batch_size, normalize=True)
         return x @ y.T
-
-    def build_index(self, corpus: Sequence[str], kind: str = "auto", batch_size: int = 128) -> SentenceIndex:
-        """Embed ``corpus`` and keep a faiss index of it for :meth:`search` (also returned)."""
-        corpus = list(corpus)
-        self.index = SentenceIndex.build(
-            self.encode(corpus, batch_size=batch_size), corpus, kind, model=self.source
-        )
-        return self.index
-
-    def search(
-        self, queries: str | Sequence[str], top_k: int = 5, threshold: float | None = None
-    ) -> list[list[Hit]]:
-        """The ``top_k`` nearest corpus sentences of each query (cosine ≥ ``threshold`` if given)."""
-        if getattr(self, "index", None) is None:
-            raise RuntimeError(
-                "no index: call build_index(corpus) or set encoder.index = SentenceIndex.load(dir)"
-            )
-        queries = [queries] if isinstance(queries, str) else list(queries)
-        return self.index.search(self.encode(queries), top_k=top_k, threshold=threshold)
 
     # ----------------------------------------------------------------------------------- saving
     def save(self, path: str | Path) -> Path:

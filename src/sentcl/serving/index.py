@@ -4,12 +4,14 @@
 (IndexIVFFlat) and visits ``nprobe`` of them per query — approximate, much faster on large corpora.
 ``auto`` picks flat below 100,000 sentences. A saved index folder holds the faiss index, the corpus texts
 (one JSON string per line) and ``index.json`` (kind, size, dimension, the model that embedded it).
+The index sees a model only through the :class:`Embedder` protocol (``encode(texts) → vectors``).
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sentcl.atomic_write import atomic_folder
+from sentcl.embedder import Embedder
 
 if TYPE_CHECKING:
     import faiss
@@ -75,6 +78,22 @@ class SentenceIndex:
             raise ValueError(f"index kind {kind!r} is not one of auto, flat, ivf")
         index.add(vectors)
         return cls(index, list(texts), kind, model)
+
+    @classmethod
+    def of_corpus(
+        cls, embedder: Embedder, corpus: Sequence[str], kind: str = "auto", model: str | None = None
+    ) -> SentenceIndex:
+        """Embed ``corpus`` with any :class:`Embedder` and index it; ``model`` is recorded with the index
+        (what ``sentcl search`` reloads)."""
+        corpus = list(corpus)
+        return cls.build(np.asarray(embedder.encode(corpus)), corpus, kind, model=model)
+
+    def query(
+        self, embedder: Embedder, queries: str | Sequence[str], top_k: int = 5, threshold: float | None = None
+    ) -> list[list[Hit]]:
+        """:meth:`search` with queries as text, embedded by ``embedder`` (the one that built the index)."""
+        queries = [queries] if isinstance(queries, str) else list(queries)
+        return self.search(np.asarray(embedder.encode(queries)), top_k=top_k, threshold=threshold)
 
     def __len__(self) -> int:
         return len(self.texts)

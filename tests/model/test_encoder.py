@@ -121,3 +121,22 @@ def test_int8_copy_quantises_the_linear_layers_and_keeps_the_embeddings_close(ti
     full, small = encoder.encode(sentences), quantized.encode(sentences)
     cosines = (full * small).sum(1) / (np.linalg.norm(full, axis=1) * np.linalg.norm(small, axis=1))
     assert cosines.min() > 0.99 and not np.array_equal(full, small)
+
+
+def test_inference_dtypes_keep_fp32_outputs_close_to_fp32(tiny_model_dir):
+    from sentcl.hardware import choose_autocast, detect
+
+    texts = ["a dog runs in the park", "two children eat food", "a red car"]
+    fp32 = SentenceEncoder.load(str(tiny_model_dir)).encode(texts)
+    bf16 = SentenceEncoder.load(str(tiny_model_dir)).with_dtype("bf16")
+    assert bf16.inference_autocast is torch.bfloat16
+    out = bf16.encode(texts)
+    assert out.dtype == np.float32 and not np.array_equal(out, fp32)  # bf16 products, fp32 vectors
+    np.testing.assert_allclose(out, fp32, atol=0.05)
+    int8 = SentenceEncoder.load(str(tiny_model_dir)).with_dtype("int8")
+    np.testing.assert_allclose(int8.encode(texts), fp32, atol=0.1)
+    auto = SentenceEncoder.load(str(tiny_model_dir)).with_dtype("auto")
+    expected = torch.bfloat16 if choose_autocast("auto", detect("cpu"))[0] == "bfloat16" else None
+    assert auto.inference_autocast is expected
+    with pytest.raises(ValueError, match="not one of auto, fp32, bf16, int8"):
+        SentenceEncoder.load(str(tiny_model_dir)).with_dtype("fp8")

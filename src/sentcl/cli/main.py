@@ -49,6 +49,17 @@ USER_ERRORS = (
 )
 
 
+def _add_dtype_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--dtype",
+        choices=["fp32", "bf16", "int8", "auto"],
+        default="fp32",
+        help="inference precision: bf16 autocast, dynamic int8 Linear layers (CPU), or auto (bf16 where the "
+        "hardware runs it natively, else fp32)",
+    )
+    p.add_argument("--int8", action="store_true", help="the same as --dtype int8")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sentcl", description=__doc__)
     parser.add_argument("--version", action="version", version=f"sentcl {__version__}")
@@ -100,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_fit_arguments(p)
     p.add_argument("--save-postprocess", help="save the fitted post-processor in this folder")
-    p.add_argument("--int8", action="store_true", help="dynamic int8 Linear layers (CPU): faster, see docs")
+    _add_dtype_arguments(p)
 
     p = commands.add_parser(
         "encode", parents=[pickles], help="embed a text file (one sentence per line) into a .npy matrix"
@@ -111,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pooler", choices=list(POOLERS))
     p.add_argument("--normalize", action="store_true", help="L2-normalise the rows")
     p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--int8", action="store_true", help="dynamic int8 Linear layers (CPU): faster, see docs")
+    _add_dtype_arguments(p)
 
     p = commands.add_parser(
         "index", parents=[pickles], help="build a faiss index of a corpus (one sentence per line)"
@@ -216,9 +227,10 @@ def run_evaluate(args: argparse.Namespace) -> int:
     data_dir = resolve_data_dir(args.data_dir)
     suite = EvaluationSuite(data_dir, args.tasks, args.aggregation, args.transfer_protocol)
     encoder = SentenceEncoder.load(args.model, pooler=args.pooler, allow_pickle=args.allow_pickle)
-    encoder = encoder.quantized_int8() if args.int8 else encoder
+    dtype = "int8" if args.int8 else args.dtype
+    encoder = encoder.with_dtype(dtype)
     embedder = SimpleNamespace(encode=partial(encoder.encode, batch_size=args.batch_size))
-    label = f"{args.model} (pooler {encoder.pooler}{', int8' if args.int8 else ''})"
+    label = f"{args.model} (pooler {encoder.pooler}{'' if dtype == 'fp32' else ', ' + dtype})"
     if args.postprocess:
         if Path(args.postprocess).is_dir():
             processor = load_postprocessor(args.postprocess)
@@ -251,7 +263,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
 def run_encode(args: argparse.Namespace) -> int:
     sentences = [row[0] for row in read_sentences(args.input).rows]
     encoder = SentenceEncoder.load(args.model, pooler=args.pooler, allow_pickle=args.allow_pickle)
-    encoder = encoder.quantized_int8() if args.int8 else encoder
+    encoder = encoder.with_dtype("int8" if args.int8 else args.dtype)
     vectors = encoder.encode(
         sentences, batch_size=args.batch_size, normalize=args.normalize, show_progress=True
     )

@@ -32,6 +32,7 @@ from tqdm.auto import tqdm
 from sentcl.atomic_write import atomic_folder
 from sentcl.config import ConfigError
 from sentcl.data.collate import collate_views, tokenize_texts
+from sentcl.hardware import choose_autocast, detect
 from sentcl.model.backbone import ModelLoadError, load_backbone, resolve_model_path
 from sentcl.model.dropout import use_fast_dropout
 from sentcl.model.heads import MLPHead
@@ -103,6 +104,7 @@ class SentenceEncoder(nn.Module):
         self.max_length = max_length or _default_max_length(backbone, tokenizer)
         self.unpad = unpad
         self.source: str | None = None  # where the model was loaded from (recorded by indexes built on it)
+        self.inference_autocast: torch.dtype | None = None  # with_dtype("bf16"): bf16 autocast in encode
 
     # ----------------------------------------------------------------------------------- building
     @classmethod
@@ -227,6 +229,21 @@ class SentenceEncoder(nn.Module):
         quantized.source = getattr(self, "source", None)
         return quantized.eval()
 
+    def with_dtype(self, dtype: str) -> SentenceEncoder:
+        """The encoder for inference in ``dtype``: ``fp32``; ``bf16`` (bf16 autocast of the forward pass,
+        fp32 weights and outputs); ``int8`` (:meth:`quantized_int8`); ``auto``: bf16 where the device
+        multiplies bf16 natively (sentcl/hardware.py), fp32 elsewhere."""
+        if dtype == "auto":
+            chosen, reason = choose_autocast("auto", detect(self.device))
+            dtype = "bf16" if chosen == "bfloat16" else "fp32"
+            logger.info("--dtype auto: %s (%s)", dtype, reason)
+        if dtype == "int8":
+            return self.quantized_int8()
+        if dtype not in ("fp32", "bf16"):
+            raise ValueError(f"dtype {dtype!r} is not one of auto, fp32, bf16, int8")
+        self.inference_autocast = torch.bfloat16 if dtype == "bf16" else None
+        return self
+
     @property
     def device(self) -> torch.device:
         return next(self.parameters()).device
@@ -253,8 +270,10 @@ class SentenceEncoder(nn.Module):
         was_training = self.training
         self.eval()
         show = show_progress if show_progress is not None else len(sentences) > 5 * batch_size
+        autocast = self.inference_autocast
+        precision = torch.autocast(self.device.type, dtype=autocast, enabled=autocast is not None)
         try:
-            with torch.inference_mode():
+            with torch.inference_mode(), precision:
                 for start in tqdm(
                     range(0, len(order), batch_size), desc="encoding", unit="batch", disable=not show
                 ):

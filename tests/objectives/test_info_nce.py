@@ -94,3 +94,15 @@ def test_gradient_reaches_every_view_and_terms_are_named():
 def test_rejects_wrong_view_count():
     with pytest.raises(ValueError, match="2 or 3 views"):
         InfoNCE()(EncodedBatch(torch.randn(4, 1, 8)))
+
+
+def test_every_contrastive_objective_shares_one_temperature_key_and_check():
+    from sentcl.config import ConfigError, from_dict
+    from sentcl.objectives import REGISTRY
+    from sentcl.objectives.base import ContrastiveConfig
+
+    for name, (_, config_class) in REGISTRY.items():
+        assert issubclass(config_class, ContrastiveConfig), name
+        with pytest.raises(ConfigError, match=r"objective\.temperature: must be positive"):
+            extra = {"complementary_model": "start"} if name == "dclr" else {}
+            from_dict(config_class, {"temperature": 0, **extra}, prefix="objective")

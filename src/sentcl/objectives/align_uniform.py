@@ -19,22 +19,21 @@ import torch.nn.functional as F
 
 from sentcl.config import ConfigError
 from sentcl.model import EncodedBatch
-from sentcl.objectives.base import Objective, ObjectiveConfig, ObjectiveOutput
+from sentcl.objectives.base import ContrastiveConfig, Objective, ObjectiveOutput
 from sentcl.objectives.info_nce import InfoNCE, InfoNCEConfig
 
 
 @dataclass
-class AlignUniformConfig(ObjectiveConfig):
+class AlignUniformConfig(ContrastiveConfig):
     alpha: float = 2.0
     t: float = 2.0
     align_weight: float = 1.0
     uniform_weight: float = 1.0  # λ
     info_nce_weight: float = 0.0  # > 0 adds SimCSE's InfoNCE
-    temperature: float = 0.05  # InfoNCE's, when it is added
 
     def validate(self) -> None:
         super().validate()
-        for key in ("alpha", "t", "temperature"):
+        for key in ("alpha", "t"):
             if not getattr(self, key) > 0:
                 raise ConfigError(f"{key}: must be positive, got {getattr(self, key)}")
         for key in ("align_weight", "uniform_weight", "info_nce_weight"):

@@ -43,6 +43,19 @@ class ObjectiveConfig:
             raise ConfigError(f"mlm_probability: must be in (0, 1), got {self.mlm_probability}")
 
 
+@dataclass
+class ContrastiveConfig(ObjectiveConfig):
+    """Keys every contrastive objective shares: the temperature τ of its similarities (one place, one
+    check); an objective whose paper uses another τ redeclares the field with its default."""
+
+    temperature: float = 0.05
+
+    def validate(self) -> None:
+        super().validate()
+        if not self.temperature > 0:
+            raise ConfigError(f"temperature: must be positive, got {self.temperature}")
+
+
 class Objective(nn.Module):
     #: False when the objective runs passes of its own on the token ids (GradCache cannot chunk them).
     supports_gradcache: bool = True

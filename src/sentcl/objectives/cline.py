@@ -32,18 +32,22 @@ from sentcl.config import ConfigError
 from sentcl.data import DataError
 from sentcl.data.wordnet_views import Thesaurus, Views, make_views, pre_tokenizer
 from sentcl.model import EncodedBatch, SentenceEncoder
-from sentcl.objectives.base import Objective, ObjectiveConfig, ObjectiveOutput, keep_reference
+from sentcl.objectives.base import (
+    ContrastiveConfig,
+    Objective,
+    ObjectiveOutput,
+    keep_reference,
+)
 from sentcl.objectives.mlm import build_mlm_head, mask_tokens, mlm_loss
 
 FILLER_SAMPLE = 5000  # rows whose words supply the antonym view's random words
 
 
 @dataclass
-class CLINEConfig(ObjectiveConfig):
+class CLINEConfig(ContrastiveConfig):
     mlm_weight: float = 1.0
     rtd_weight: float = 1.0
     similarity: Literal["dot", "cosine"] = "dot"
-    temperature: float = 0.05  # with similarity: cosine
     synonym_share: float = 0.4
     antonym_share: float = 0.2
     max_length: int = 32
@@ -53,8 +57,6 @@ class CLINEConfig(ObjectiveConfig):
 
     def validate(self) -> None:
         super().validate()
-        if not self.temperature > 0:
-            raise ConfigError(f"temperature: must be positive, got {self.temperature}")
         for key in ("synonym_share", "antonym_share"):
             if not 0 < getattr(self, key) <= 1:
                 raise ConfigError(f"{key}: must be in (0, 1], got {getattr(self, key)}")

@@ -34,7 +34,13 @@ import torch.nn.functional as F
 
 from sentcl.config import ConfigError
 from sentcl.model import EncodedBatch, SentenceEncoder
-from sentcl.objectives.base import FrozenParts, Objective, ObjectiveConfig, ObjectiveOutput, frozen
+from sentcl.objectives.base import (
+    ContrastiveConfig,
+    FrozenParts,
+    Objective,
+    ObjectiveOutput,
+    frozen,
+)
 from sentcl.objectives.similarity import cosine_matrix, gather_with_grad
 
 #: ``complementary_model: start``: a frozen copy of the starting encoder
@@ -42,8 +48,7 @@ START = "start"
 
 
 @dataclass
-class DCLRConfig(ObjectiveConfig):
-    temperature: float = 0.05
+class DCLRConfig(ContrastiveConfig):
     phi: float = 0.85  # complementary cosine at or above which an in-batch negative is dropped
     noise_times: float = 1.0  # noise negatives per batch example
     noise_steps: int = 1
@@ -54,8 +59,6 @@ class DCLRConfig(ObjectiveConfig):
 
     def validate(self) -> None:
         super().validate()
-        if not self.temperature > 0:
-            raise ConfigError(f"temperature: must be positive, got {self.temperature}")
         if not -1 <= self.phi <= 1:
             raise ConfigError(f"phi: a cosine threshold in [-1, 1], got {self.phi}")
         if self.noise_times < 0 or self.noise_steps < 0 or self.noise_step_size < 0:

@@ -32,7 +32,7 @@ from torch import nn
 from sentcl.config import ConfigError, expand_path
 from sentcl.data import DataError
 from sentcl.model import EncodedBatch, SentenceEncoder
-from sentcl.objectives.base import Objective, ObjectiveConfig, ObjectiveOutput
+from sentcl.objectives.base import ContrastiveConfig, Objective, ObjectiveOutput
 from sentcl.objectives.info_nce import info_nce_loss
 from sentcl.objectives.similarity import cosine_matrix
 
@@ -40,8 +40,7 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass
-class EASEConfig(ObjectiveConfig):
-    temperature: float = 0.05
+class EASEConfig(ContrastiveConfig):
     #: λ of the self-supervised (dropout-view) InfoNCE term; 0 = entity term only
     self_weight: float = 1.0
     #: .tsv of entity vectors (name, then the values); "" = random initialisation
@@ -52,8 +51,6 @@ class EASEConfig(ObjectiveConfig):
 
     def validate(self) -> None:
         super().validate()
-        if not self.temperature > 0:
-            raise ConfigError(f"temperature: must be positive, got {self.temperature}")
         if self.self_weight < 0 or self.entity_dim < 0:
             raise ConfigError("self_weight and entity_dim must be ≥ 0")
 

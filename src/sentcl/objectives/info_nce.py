@@ -20,20 +20,17 @@ import torch.nn.functional as F
 
 from sentcl.config import ConfigError
 from sentcl.model import EncodedBatch
-from sentcl.objectives.base import Objective, ObjectiveConfig, ObjectiveOutput
+from sentcl.objectives.base import ContrastiveConfig, Objective, ObjectiveOutput
 from sentcl.objectives.similarity import cosine_matrix, gather_with_grad
 
 
 @dataclass
-class InfoNCEConfig(ObjectiveConfig):
-    temperature: float = 0.05
+class InfoNCEConfig(ContrastiveConfig):
     #: α: weight of each anchor's own hard negative in the denominator (V=3 only); 1 = unweighted.
     hard_negative_weight: float = 1.0
 
     def validate(self) -> None:
         super().validate()
-        if not self.temperature > 0:
-            raise ConfigError(f"temperature: must be positive, got {self.temperature}")
         if not self.hard_negative_weight > 0:
             raise ConfigError(f"hard_negative_weight: α must be positive, got {self.hard_negative_weight}")
 

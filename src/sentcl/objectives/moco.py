@@ -25,21 +25,18 @@ import torch.nn.functional as F
 
 from sentcl.config import ConfigError
 from sentcl.model import EncodedBatch
-from sentcl.objectives.base import Objective, ObjectiveConfig, ObjectiveOutput
+from sentcl.objectives.base import ContrastiveConfig, Objective, ObjectiveOutput
 from sentcl.objectives.similarity import gather_with_grad
 
 
 @dataclass
-class MoCoConfig(ObjectiveConfig):
-    temperature: float = 0.05
+class MoCoConfig(ContrastiveConfig):
     queue_size: int = 256
     momentum: float = 0.995  # ESimCSE's for sentences; MoCo uses 0.999 with far longer runs
     in_batch_negatives: bool = True
 
     def validate(self) -> None:
         super().validate()
-        if not self.temperature > 0:
-            raise ConfigError(f"temperature: must be positive, got {self.temperature}")
         if self.queue_size < 0:
             raise ConfigError(f"queue_size: must be ≥ 0, got {self.queue_size}")
         if not 0 <= self.momentum < 1:

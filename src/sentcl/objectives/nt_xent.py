@@ -20,20 +20,15 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from sentcl.config import ConfigError
 from sentcl.model import EncodedBatch
-from sentcl.objectives.base import Objective, ObjectiveConfig, ObjectiveOutput
+from sentcl.objectives.base import ContrastiveConfig, Objective, ObjectiveOutput
 from sentcl.objectives.similarity import cosine_matrix, gather_with_grad
 
 
 @dataclass
-class NTXentConfig(ObjectiveConfig):
-    temperature: float = 0.05
-
+class NTXentConfig(ContrastiveConfig):
     def validate(self) -> None:
         super().validate()
-        if not self.temperature > 0:
-            raise ConfigError(f"temperature: must be positive, got {self.temperature}")
 
 
 def nt_xent_loss(

@@ -32,13 +32,19 @@ from torch import nn
 
 from sentcl.config import ConfigError
 from sentcl.model import EncodedBatch, SentenceEncoder
-from sentcl.objectives.base import FrozenParts, Objective, ObjectiveConfig, ObjectiveOutput, frozen
+from sentcl.objectives.base import (
+    ContrastiveConfig,
+    FrozenParts,
+    Objective,
+    ObjectiveOutput,
+    frozen,
+)
 from sentcl.objectives.nt_xent import nt_xent_loss
 from sentcl.objectives.similarity import cosine_matrix
 
 
 @dataclass
-class SGConfig(ObjectiveConfig):
+class SGConfig(ContrastiveConfig):
     temperature: float = 0.01
     #: λ of Σ ‖θ_T − θ_F‖²
     regularizer_weight: float = 0.1
@@ -52,8 +58,6 @@ class SGConfig(ObjectiveConfig):
 
     def validate(self) -> None:
         super().validate()
-        if not self.temperature > 0:
-            raise ConfigError(f"temperature: must be positive, got {self.temperature}")
         if self.regularizer_weight < 0:
             raise ConfigError(f"regularizer_weight: must be ≥ 0, got {self.regularizer_weight}")
         if self.projection_size < 1:

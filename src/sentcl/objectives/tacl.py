@@ -24,12 +24,11 @@ from typing import ClassVar
 import torch
 import torch.nn.functional as F
 
-from sentcl.config import ConfigError
 from sentcl.model import SentenceEncoder, backbone_states
 from sentcl.objectives.base import (
+    ContrastiveConfig,
     FrozenParts,
     Objective,
-    ObjectiveConfig,
     ObjectiveOutput,
     frozen,
     keep_reference,
@@ -38,15 +37,13 @@ from sentcl.objectives.mlm import build_mlm_head, head_loss, mask_tokens
 
 
 @dataclass
-class TaCLConfig(ObjectiveConfig):
+class TaCLConfig(ContrastiveConfig):
     temperature: float = 0.01
     #: λ of TaCL's own MLM term (on the student's masked pass)
     mlm_weight: float = 1.0
 
     def validate(self) -> None:
         super().validate()
-        if not self.temperature > 0:
-            raise ConfigError(f"temperature: must be positive, got {self.temperature}")
 
 
 def token_contrastive_loss(

@@ -24,22 +24,19 @@ import torch.nn.functional as F
 
 from sentcl.config import ConfigError
 from sentcl.model import EncodedBatch
-from sentcl.objectives.base import Objective, ObjectiveConfig, ObjectiveOutput
+from sentcl.objectives.base import ContrastiveConfig, Objective, ObjectiveOutput
 from sentcl.objectives.info_nce import info_nce_loss
 from sentcl.objectives.similarity import cosine_matrix, gather_with_grad
 
 
 @dataclass
-class VaSCLConfig(ObjectiveConfig):
-    temperature: float = 0.05
+class VaSCLConfig(ContrastiveConfig):
     topk: int = 16
     radius: float = 0.1  # Δ, relative to ‖h_i‖
     virtual_weight: float = 1.0
 
     def validate(self) -> None:
         super().validate()
-        if not self.temperature > 0:
-            raise ConfigError(f"temperature: must be positive, got {self.temperature}")
         if self.topk < 1:
             raise ConfigError(f"topk: must be at least 1, got {self.topk}")
         if self.radius < 0 or self.virtual_weight < 0:

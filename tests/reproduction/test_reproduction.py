@@ -264,3 +264,26 @@ def test_sts_claims_use_the_train_split_and_each_sides_best():
     assert verdicts["Unsup SimCSE raises STS"].holds is False  # 55 < the raw side's best 60, dev aside
     assert "STS-B train 60.00" in verdicts["Unsup SimCSE raises STS"].evidence
     assert verdicts["Unsup SimCSE improves uniformity while keeping alignment"].holds is True
+
+
+def test_a_method_that_kept_its_start_judges_nothing():
+    """A row that is the start encoder cannot show what the method does: not judged, with the reason."""
+    raw = measured("raw", 50.0, 0.10, -1.0, 0.8, 0.05, 20.0)
+    unsup = measured("unsup", 50.0, 0.10, -1.0, 0.8, 0.05, 20.0)
+    unsup.kept_start = True
+    whitening = measured("whitening", 60.0, 0.40, -3.5, 0.0, 0.90, 200.0)
+    verdicts = {v.claim: v for v in judge(raw, raw, unsup, None, whitening, None, raw)}
+    assert verdicts["Unsup SimCSE raises STS"].holds is None
+    assert "never beat its starting model" in verdicts["Unsup SimCSE raises STS"].evidence
+    assert verdicts["Whitening improves uniformity but hurts alignment"].holds is True
+
+
+def test_the_sts_order_starts_from_the_baseline_post_processing_was_fitted_on():
+    base = measured("avg", 60.0, 0.06, -1.2, 0.66, 0.09, 198.0)
+    best = measured("cls", 72.0, 0.02, -0.5, 0.88, 0.05, 143.0)  # a better raw pooler does not break it
+    flow = measured("flow", 69.0, 0.40, -3.9, 0.02, 0.56, 326.0)
+    whitening = measured("whitening", 68.0, 0.44, -3.9, 0.01, 0.57, 358.0)
+    unsup = measured("unsup", 75.0, 0.17, -2.6, 0.33, 0.19, 263.0)
+    sup = measured("sup", 80.0, 0.22, -3.5, 0.09, 0.38, 295.0)
+    verdicts = {v.claim.split(":")[0]: v.holds for v in judge(best, best, unsup, sup, whitening, flow, base)}
+    assert verdicts["STS order of the paper"] is True

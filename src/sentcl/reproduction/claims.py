@@ -41,6 +41,9 @@ class Measured:
     train_std: float | None = None
     seeds: int = 1
     pooler: str = ""  # the pooler it is measured with (test time)
+    #: a trained method that never beat its starting model (best at step 0 in every run): its row is the
+    #: start encoder, so a claim about what the method does to the encoder cannot be judged on it
+    kept_start: bool = False
 
     def sts(self, split: str) -> str:
         value, std = (self.train, self.train_std) if split == "train" else (self.dev, self.dev_std)
@@ -83,6 +86,16 @@ def judge(
     def add(claim: str, rule: str, rows: list[Measured | None], test) -> None:
         if any(r is None for r in rows):
             verdicts.append(Verdict(claim, rule, None, "a row it needs is not in the plan"))
+            return
+        unchanged = [r for r in rows if r is not None and r.kept_start]
+        if unchanged:
+            verdicts.append(
+                Verdict(
+                    claim, rule, None,
+                    f"{unchanged[0].label} never beat its starting model (its best STS-B dev was at step 0 "
+                    f"in every setting and seed), so its row is the start encoder: nothing to judge",
+                )
+            )  # fmt: skip
             return
         seen = list(dict.fromkeys(id(r) for r in rows))
         evidence = "; ".join(_fmt(next(r for r in rows if id(r) == i)) for i in seen)  # type: ignore[arg-type]
@@ -149,8 +162,9 @@ def judge(
     )
     add(
         "STS order of the paper: first-last avg < flow, whitening < unsup SimCSE < sup SimCSE",
-        "STS-B train ρ in that order (flow and whitening in either order; the raw side its best pooler)",
-        [raw_best, flow, whitening, unsup, sup],
+        "STS-B train ρ in that order: the baseline below the flow and whitening fitted on it (same pooler), "
+        "then each side's best (flow and whitening in either order)",
+        [post_base, flow, whitening, unsup, sup],
         lambda r, f, w, u, s: r.train < min(f.train, w.train) and max(f.train, w.train) < u.train < s.train,
     )
     return verdicts

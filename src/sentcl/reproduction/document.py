@@ -57,6 +57,12 @@ def _test_pooler(run_dir: Path | None) -> str:
     return pooler
 
 
+def _best_step(run_dir: Path | None) -> int | None:
+    if run_dir is None or not (run_dir / "summary.json").is_file():
+        return None
+    return json.loads((run_dir / "summary.json").read_text(encoding="utf-8")).get("best_step")
+
+
 def group_rows(results: Sequence[RowResult]) -> list[tuple[Measured, list[RowResult]]]:
     """Table lines in order: one per baseline and post-processed row, one per trained method (its seeds
     averaged: STS and every geometry number; the figures keep its first seed's arrays)."""
@@ -84,9 +90,11 @@ def group_rows(results: Sequence[RowResult]) -> list[tuple[Measured, list[RowRes
         pooler = row.pooler or _test_pooler(row.run_dir)
         if row.postprocess:
             pooler = f"{row.pooler} + {row.postprocess}"
-        lines.append(
-            (Measured(label, analysis, dev, train, dev_std, train_std, len(members), pooler or ""), members)
+        kept_start = row.kind == "method" and all(_best_step(m.row.run_dir) == 0 for m in members)
+        measured = Measured(
+            label, analysis, dev, train, dev_std, train_std, len(members), pooler or "", kept_start
         )
+        lines.append((measured, members))
     return lines
 
 
@@ -141,7 +149,7 @@ def _roles(plan: Plan, lines: Sequence[tuple[Measured, list[RowResult]]]) -> dic
 
 def _paper_table(roles: dict[str, Measured | None]) -> str:
     mapping = {
-        "first-last avg": "raw_best",
+        "first-last avg": "post_base",
         "+ flow": "flow",
         "+ whitening": "whitening",
         "unsup SimCSE": "unsup",
@@ -151,6 +159,10 @@ def _paper_table(roles: dict[str, Measured | None]) -> str:
         "| paper row | paper (BERT-base, 7-task avg) | row here | measured with | STS-B dev | STS-B train |",
         "|---|---:|---|---|---:|---:|",
     ]
+    best = roles.get("raw_best")
+    if best is not None and best is not roles.get("post_base"):
+        cells = [best.label, best.pooler, best.sts("dev"), best.sts("train")]
+        lines.append("| (raw, its best pooler) | | " + " | ".join(cells) + " |")
     for name, role in mapping.items():
         row = roles.get(role)
         if row is None:
@@ -165,7 +177,11 @@ def _paper_table(roles: dict[str, Measured | None]) -> str:
 
 def _verdict_table(verdicts: Sequence[Verdict]) -> str:
     lines = ["| claim | rule | here |", "|---|---|---|"]
-    lines += [f"| {v.claim} | {v.rule} | {_MARK[v.holds]} |" for v in verdicts]
+    for v in verdicts:
+        mark = _MARK[v.holds]
+        if v.holds is None and "never beat its starting model" in v.evidence:
+            mark = "not judged: the method kept its start"
+        lines.append(f"| {v.claim} | {v.rule} | {mark} |")
     return "\n".join(lines)
 
 
@@ -264,7 +280,11 @@ def encoder_section(
             "",
             "Evidence, row by row:",
             "",
-            *[f"- {v.claim}: {v.evidence}" for v in verdicts if v.holds is not None],
+            *[
+                f"- {v.claim}: {v.evidence}"
+                for v in verdicts
+                if v.holds is not None or "never beat" in v.evidence
+            ],
             "",
         ]
     parts += [

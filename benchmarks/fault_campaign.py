@@ -205,8 +205,10 @@ def hostile(kind: int):
     ][kind % 8]
 
 
-def serving_campaign(workdir: Path, clients: int, requests: int) -> dict:
+def serving_campaign(workdir: Path, clients: int, requests: int, rounds: int) -> dict:
     model = workdir / "model"
+    if not model.is_dir():
+        tiny_model(model)
     port = free_port()
     log = (workdir / "server.log").open("w")
     server = subprocess.Popen(
@@ -250,13 +252,16 @@ def serving_campaign(workdir: Path, clients: int, requests: int) -> dict:
                             failures.append(f"{method} {path}: {status}")
 
         started = time.perf_counter()
-        threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        rss_rounds = []
+        for _ in range(rounds):  # RSS after each round: it must level off, not grow with the traffic
+            threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            rss_rounds.append(round(rss_mib(server.pid), 1))
         seconds = time.perf_counter() - started
-        rss_after = rss_mib(server.pid)
+        rss_after = rss_rounds[-1]
         alive = httpx.get(f"{url}/health").status_code == 200
     finally:
         server.terminate()
@@ -267,6 +272,7 @@ def serving_campaign(workdir: Path, clients: int, requests: int) -> dict:
         "failures": failures[:10],
         "seconds": round(seconds, 1),
         "rss_mib_before": round(rss_before, 1),
+        "rss_mib_after_each_round": rss_rounds,
         "rss_mib_after": round(rss_after, 1),
         "alive_after": alive,
         "ok": not failures and alive,
@@ -280,17 +286,44 @@ def main() -> int:
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--requests", type=int, default=25)
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of the serving part")
+    parser.add_argument("--parts", default="training,serving")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
     data_dir = os.environ.get("SENTCL_DATA", str(Path(__file__).resolve().parents[2] / "shared" / "data"))
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        training = training_campaign(workdir, data_dir, args.kills, args.seed)
-        serving = serving_campaign(workdir, args.clients, args.requests)
+        parts = args.parts.split(",")
+        training = (
+            training_campaign(workdir, data_dir, args.kills, args.seed) if "training" in parts else None
+        )
+        serving = (
+            serving_campaign(workdir, args.clients, args.requests, args.rounds)
+            if "serving" in parts
+            else None
+        )
     results = {"training": training, "serving": serving}
+    print(
+        f"## Fault campaign (python benchmarks/fault_campaign.py --kills {args.kills} --parts {args.parts})\n"
+    )
+    if training is not None:
+        report_training(training)
+    if serving is not None:
+        failed = len(serving["failures"])
+        print(
+            f"- serving: {serving['requests']} requests from {args.clients} clients × {args.rounds} rounds "
+            f"in {serving['seconds']} s, statuses {serving['statuses']}, 5xx or dropped: {failed}; server "
+            f"RSS {serving['rss_mib_before']} MiB before, {serving['rss_mib_after_each_round']} after each "
+            f"round; alive after: {serving['alive_after']}"
+        )
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    return 0 if all(part is None or part["ok"] for part in (training, serving)) else 1
+
+
+def report_training(training: dict) -> None:
     chains = training["chains"]
-    print(f"## Fault campaign (python benchmarks/fault_campaign.py --kills {args.kills})\n")
     complete = sum(c["history_complete"] and c["history_equal"] for c in chains)
     print(
         f"- training: {training['kills']} SIGKILLs ({training['kill_timing']}) over {len(chains)} resumed "
@@ -298,14 +331,6 @@ def main() -> int:
         f"complete metrics history in {complete}/{len(chains)}, stale temp folders left: "
         f"{sum(c['stale_temp_folders'] for c in chains)}"
     )
-    print(
-        f"- serving: {serving['requests']} requests from {args.clients} clients in {serving['seconds']} s, "
-        f"statuses {serving['statuses']}, 5xx or dropped: {len(serving['failures'])}; server RSS "
-        f"{serving['rss_mib_before']} → {serving['rss_mib_after']} MiB; alive after: {serving['alive_after']}"
-    )
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
-    return 0 if training["ok"] and serving["ok"] else 1
 
 
 if __name__ == "__main__":

@@ -227,3 +227,13 @@ def test_suite_routes_sts_and_transfer(tmp_path):
     metrics, tables = suite.run(KeywordEmbedder())
     assert "stsb_dev_spearman" in metrics and metrics["MR"] == pytest.approx(100.0)
     assert "STS-B dev" in tables and "MR" in tables
+
+
+def test_the_probes_leave_the_callers_torch_threads_as_they_were():
+    """A fit pins itself to one thread; the process's own setting (what training uses) is restored."""
+    import torch
+
+    before = torch.get_num_threads()
+    x, y = noisy_linear(60)
+    protocols.inner_kfold(protocols.ProbeConfig(protocol="simcse", kfold=2, max_epoch=4), x, y, jobs=1)
+    assert torch.get_num_threads() == before

@@ -28,6 +28,7 @@ in parallel processes (joblib), each with one torch thread.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import warnings
 from dataclasses import dataclass
@@ -142,8 +143,24 @@ def _choose(grid: list[float], scores: list[float]) -> tuple[float, float]:
     return grid[best], scores[best]
 
 
-def _outer_fold(config: ProbeConfig, x, y, train, test, nclasses: int) -> tuple[float, float]:
+@contextlib.contextmanager
+def _one_thread():
+    """Each fit on one torch thread, in a worker process or in this one (jobs=1) alike, so the numbers do
+    not depend on the parallelism; the caller's thread count is restored."""
+    previous = torch.get_num_threads()
     torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _outer_fold(config: ProbeConfig, x, y, train, test, nclasses: int) -> tuple[float, float]:
+    with _one_thread():
+        return _outer_fold_fits(config, x, y, train, test, nclasses)
+
+
+def _outer_fold_fits(config: ProbeConfig, x, y, train, test, nclasses: int) -> tuple[float, float]:
     grid = config.grid("inner")
     x_train, y_train = x[train], y[train]
     inner = StratifiedKFold(n_splits=config.kfold, shuffle=True, random_state=SEED)
@@ -174,12 +191,12 @@ def inner_kfold(config: ProbeConfig, x: np.ndarray, y: np.ndarray, jobs: int = -
 
 
 def _scan(config: ProbeConfig, x, y, reg: float, nclasses: int) -> float:
-    torch.set_num_threads(1)
     folds = StratifiedKFold(n_splits=config.kfold, shuffle=True, random_state=config.seed)
     scores = []
-    for train, test in folds.split(x, y):
-        held_out = (x[test], y[test])
-        scores.append(_classifier(config, x[train], y[train], reg, nclasses, held_out).score(*held_out))
+    with _one_thread():
+        for train, test in folds.split(x, y):
+            held_out = (x[test], y[test])
+            scores.append(_classifier(config, x[train], y[train], reg, nclasses, held_out).score(*held_out))
     return round(100 * float(np.mean(scores)), 2)
 
 
@@ -192,7 +209,8 @@ def kfold(
     grid = config.grid("kfold")
     scores = Parallel(n_jobs=jobs)(delayed(_scan)(config, x, y, reg, nclasses) for reg in grid)
     reg, dev = _choose(grid, scores)
-    model = _classifier(config, x, y, reg, nclasses)
+    with _one_thread():
+        model = _classifier(config, x, y, reg, nclasses)
     result = {"devacc": dev, "acc": _percent(model.score(x_test, y_test))}
     if f1:
         result["f1"] = _percent(f1_score(y_test, model.predict(x_test)))
@@ -200,9 +218,9 @@ def kfold(
 
 
 def _split_fit(config: ProbeConfig, train, dev, reg: float, nclasses: int):
-    torch.set_num_threads(1)
-    model = _classifier(config, *train, reg, nclasses, dev)
-    return model, _percent(model.score(*dev))
+    with _one_thread():
+        model = _classifier(config, *train, reg, nclasses, dev)
+        return model, _percent(model.score(*dev))
 
 
 def split(config: ProbeConfig, train: tuple, dev: tuple, test: tuple, jobs: int = -1) -> dict[str, float]:

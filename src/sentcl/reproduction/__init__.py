@@ -38,9 +38,7 @@ def reproduce(plan_path: str | Path, data_dir: str | None = None) -> tuple[Path,
         if not judged:
             summary.append(f"- `{spec.name}`: reference rows only (no claim is judged on them).")
             continue
-        kept = [
-            v.claim for v in verdicts if v.holds is None and "never beat its starting model" in v.evidence
-        ]
+        kept = [v.claim for v in verdicts if v.kept_start]
         summary.append(
             f"- `{spec.name}`: {len(held)} of {len(judged)} judged claims hold"
             + (f"; not here: {'; '.join(failed)}." if failed else ".")

@@ -56,8 +56,10 @@ class Measured:
 class Verdict:
     claim: str
     rule: str
-    holds: bool | None  # None: not measured
+    holds: bool | None  # None: not measured, or not judged
     evidence: str
+    #: not judged because a method's row is its start encoder (it never beat its starting model)
+    kept_start: bool = False
 
 
 def _fmt(m: Measured) -> str:
@@ -94,11 +96,12 @@ def judge(
                     claim, rule, None,
                     f"{unchanged[0].label} never beat its starting model (its best STS-B dev was at step 0 "
                     f"in every setting and seed), so its row is the start encoder: nothing to judge",
+                    kept_start=True,
                 )
             )  # fmt: skip
             return
-        seen = list(dict.fromkeys(id(r) for r in rows))
-        evidence = "; ".join(_fmt(next(r for r in rows if id(r) == i)) for i in seen)  # type: ignore[arg-type]
+        distinct = {id(r): r for r in rows}.values()  # a row serving twice is shown once
+        evidence = "; ".join(_fmt(r) for r in distinct)  # type: ignore[arg-type]
         verdicts.append(Verdict(claim, rule, bool(test(*rows)), evidence))
 
     add(

@@ -178,9 +178,7 @@ def _paper_table(roles: dict[str, Measured | None]) -> str:
 def _verdict_table(verdicts: Sequence[Verdict]) -> str:
     lines = ["| claim | rule | here |", "|---|---|---|"]
     for v in verdicts:
-        mark = _MARK[v.holds]
-        if v.holds is None and "never beat its starting model" in v.evidence:
-            mark = "not judged: the method kept its start"
+        mark = "not judged: the method kept its start" if v.kept_start else _MARK[v.holds]
         lines.append(f"| {v.claim} | {v.rule} | {mark} |")
     return "\n".join(lines)
 
@@ -280,11 +278,7 @@ def encoder_section(
             "",
             "Evidence, row by row:",
             "",
-            *[
-                f"- {v.claim}: {v.evidence}"
-                for v in verdicts
-                if v.holds is not None or "never beat" in v.evidence
-            ],
+            *[f"- {v.claim}: {v.evidence}" for v in verdicts if v.holds is not None or v.kept_start],
             "",
         ]
     parts += [

@@ -288,35 +288,24 @@ def search_method(
     the search and (seed, run folder, key) of each of the chosen setting's runs."""
     resolved, upstream = _resolve(method, chosen)
     base = plan.output_dir / "runs" / slug(spec.name) / slug(method.name)
+
+    def run(label: str, settings: dict[str, Any], seed: int) -> tuple[Path, str]:
+        folder = base / slug(label) / f"seed-{seed}"
+        name = f"train {method.name} [{label}] seed {seed} from {spec.name}"
+        upstreams = [encoder_key, *upstream]
+        return folder, train_run(
+            plan, method, settings, seed, model, upstreams, folder, name, data_dir, outcomes
+        )
+
     first, *others = plan.seeds
     candidates = []
     for label, overrides in plan.candidates(method):
-        folder = base / slug(label) / f"seed-{first}"
         settings = {**resolved, **overrides}
-        name = f"train {method.name} [{label}] seed {first} from {spec.name}"
-        key = train_run(
-            plan, method, settings, first, model, [encoder_key, *upstream], folder, name, data_dir, outcomes
-        )
-        candidates.append(read_candidate(label, settings, folder, key))
+        candidates.append(read_candidate(label, settings, *run(label, settings, first)))
     index = choose(candidates)
     best = candidates[index]
     runs = [(first, best.run_dir, best.key)]
-    for seed in others:
-        folder = base / slug(best.label) / f"seed-{seed}"
-        name = f"train {method.name} [{best.label}] seed {seed} from {spec.name}"
-        key = train_run(
-            plan,
-            method,
-            best.overrides,
-            seed,
-            model,
-            [encoder_key, *upstream],
-            folder,
-            name,
-            data_dir,
-            outcomes,
-        )
-        runs.append((seed, folder, key))
+    runs += [(seed, *run(best.label, best.overrides, seed)) for seed in others]
     return MethodSearch(spec.name, method.name, candidates, index), runs
 
 

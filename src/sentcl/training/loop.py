@@ -68,10 +68,13 @@ def autocast_context(kind: str, device: torch.device, hardware: Hardware | None 
     """``training.autocast``: bf16 autocast of the forward passes, or nothing; ``auto`` decides from what
     the device does natively (sentcl/hardware.py) and says which and why. Master weights, the loss and
     the similarities stay fp32."""
-    chosen, reason = choose_autocast(kind, hardware or detect(device))
+    if kind == "none":
+        return contextlib.nullcontext()
+    hardware = hardware or detect(device)
+    chosen, reason = choose_autocast(kind, hardware)
     if kind == "auto":
         logger.info("training.autocast auto: %s (%s)", "bf16" if chosen == "bfloat16" else "fp32", reason)
-    elif chosen == "bfloat16" and not (hardware or detect(device)).native_bf16:
+    elif not hardware.native_bf16:
         logger.warning("training.autocast: bfloat16 on hardware without native bf16 is slower than fp32")
     if chosen == "none":
         return contextlib.nullcontext()

@@ -143,9 +143,9 @@ def count_step_flops(device: str) -> dict:
         records = Records("pool", [(s,) for s in sentences], list(range(1, BATCH + 1)))
         dataset = ContrastiveDataset(records, encoder.tokenizer, MAX_LENGTH)
         batch = dataset.collate([dataset[i] for i in range(BATCH)]).to(device)
-        objective = InfoNCE(InfoNCEConfig(temperature=0.05))
+        objective = InfoNCE(InfoNCEConfig(temperature=0.05), encoder)
         with FlopCounterMode(display=False) as counter:
-            objective(encoder(batch.input_ids, batch.attention_mask), batch).loss.backward()
+            objective(batch).loss.backward()
         result["unpadded_flops" if unpad else "flops"] = counter.get_total_flops()
     return result | {
         "padded_tokens": int(batch.attention_mask.numel()),

@@ -6,6 +6,7 @@ import torch
 from sentence_transformers import SentenceTransformer
 from transformers import AutoModel, AutoTokenizer
 
+from sentcl.data import Batch
 from sentcl.model import ModelConfig, ModelLoadError, SentenceEncoder
 
 TEXTS = ["a man plays the ball", "the dog runs", "a woman reads a very old book in the park today"]
@@ -16,8 +17,8 @@ def test_forward_flattens_views_once(tiny_model_dir):
     calls = []
     encoder.backbone.register_forward_hook(lambda module, args, kwargs_out: calls.append(1))
     ids = torch.randint(5, 50, (4, 3, 7))
-    out = encoder(ids, torch.ones_like(ids))
-    assert out.embeddings.shape == (4, 3, 32)
+    out = encoder.embed(Batch(ids, torch.ones_like(ids), None))
+    assert out.shape == (4, 3, 32)
     assert len(calls) == 1
 
 

@@ -2,6 +2,7 @@ import pytest
 import torch
 import transformers
 
+from sentcl.data import Batch
 from sentcl.model import ModelConfig, SentenceEncoder
 from sentcl.model.packing import PackedLayout, backbone_states, packing_position
 from sentcl.model.pooling import POOLERS
@@ -48,7 +49,7 @@ def test_training_forward_and_gradients_do_not_depend_on_unpadding(tiny_model_di
         encoder = SentenceEncoder.from_config(ModelConfig(str(tiny_model_dir), pooler=pooler, unpad=unpad))
         encoder.eval()  # no dropout: the two passes must agree exactly, gradients included
         ids, mask = _batch(encoder)
-        out = encoder(ids[:, None].expand(-1, 2, -1), mask[:, None].expand(-1, 2, -1)).embeddings
+        out = encoder.embed(Batch(ids[:, None].expand(-1, 2, -1), mask[:, None].expand(-1, 2, -1), None))
         (out.square().sum() + out[:, 0].sum()).backward()
         embeddings.append(out.detach())
         gradients.append({n: p.grad.clone() for n, p in encoder.named_parameters() if p.grad is not None})
@@ -66,7 +67,7 @@ def test_training_pass_runs_only_real_tokens_through_the_layers(tiny_model_dir):
     encoder.backbone.encoder.layer[0].intermediate.dense.register_forward_hook(
         lambda module, args, out: rows.append(out.shape[:-1].numel())
     )
-    encoder(ids[:, None], mask[:, None])
+    encoder.embed(Batch(ids[:, None], mask[:, None], None))
     assert rows == [int(mask.sum())]
     assert encoder.training and encoder.backbone.config._attn_implementation != "sentcl_packed"
 

@@ -2,6 +2,7 @@ import pytest
 import torch
 from transformers import AutoModel, AutoTokenizer
 
+from sentcl.data import Batch
 from sentcl.model import POOLERS, SentenceEncoder
 from sentcl.model.heads import MLPHead
 
@@ -56,8 +57,8 @@ def test_cls_pooler_applies_mlp_in_training_and_respects_mlp_only_train(backbone
         encoder = SentenceEncoder(model, tokenizer, "cls", head).eval()
         ids, mask = inputs["input_ids"], inputs["attention_mask"]
         with torch.no_grad():
-            trained = encoder(ids.unsqueeze(1), mask.unsqueeze(1)).embeddings[:, 0]
-            embedded = encoder.embed(ids, mask)
+            trained = encoder.embed(Batch(ids.unsqueeze(1), mask.unsqueeze(1), None))[:, 0]
+            embedded = encoder.encode_tokens(ids, mask)
         cls_vector = out.last_hidden_state[:, 0]
         manual_mlp = torch.tanh(cls_vector @ head.dense.weight.T + head.dense.bias)
         torch.testing.assert_close(trained, manual_mlp, atol=1e-6, rtol=1e-6)

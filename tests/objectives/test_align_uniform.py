@@ -4,7 +4,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from sentcl.model import EncodedBatch
 from sentcl.objectives import AlignUniform, InfoNCE
 from sentcl.objectives.align_uniform import AlignUniformConfig
 
@@ -24,7 +23,7 @@ def naive(z, alpha=2.0, t=2.0):
 def test_equals_the_definition(alpha, t, lam):
     torch.manual_seed(0)
     z = torch.randn(7, 2, 5, dtype=torch.float64)
-    out = AlignUniform(AlignUniformConfig(alpha=alpha, t=t, uniform_weight=lam))(EncodedBatch(z))
+    out = AlignUniform(AlignUniformConfig(alpha=alpha, t=t, uniform_weight=lam)).loss_from_embeddings(z)
     align, uniform = naive(z, alpha, t)
     assert out.terms["align"].item() == pytest.approx(align, abs=1e-9)
     assert out.terms["uniform"].item() == pytest.approx(uniform, abs=1e-9)
@@ -33,11 +32,11 @@ def test_equals_the_definition(alpha, t, lam):
 
 def test_closed_forms():
     same = torch.ones(4, 2, 3)  # aligned and collapsed: ℓ_align = 0, ℓ_uniform = log e^0 = 0
-    out = AlignUniform()(EncodedBatch(same))
+    out = AlignUniform().loss_from_embeddings(same)
     assert out.terms["align"].item() == pytest.approx(0.0, abs=1e-6)
     assert out.terms["uniform"].item() == pytest.approx(0.0, abs=1e-6)
     opposite = torch.tensor([[[1.0, 0.0], [-1.0, 0.0]], [[-1.0, 0.0], [1.0, 0.0]]])  # antipodal: ‖x−y‖² = 4
-    out = AlignUniform()(EncodedBatch(opposite))
+    out = AlignUniform().loss_from_embeddings(opposite)
     assert out.terms["align"].item() == pytest.approx(4.0, abs=1e-6)
     assert out.terms["uniform"].item() == pytest.approx(-8.0, abs=1e-5)
 
@@ -45,9 +44,9 @@ def test_closed_forms():
 def test_info_nce_can_be_added():
     torch.manual_seed(2)
     z = torch.randn(6, 2, 8)
-    base = AlignUniform()(EncodedBatch(z))
-    mixed = AlignUniform(AlignUniformConfig(info_nce_weight=0.5))(EncodedBatch(z))
-    nce = InfoNCE()(EncodedBatch(z)).loss.item()
+    base = AlignUniform().loss_from_embeddings(z)
+    mixed = AlignUniform(AlignUniformConfig(info_nce_weight=0.5)).loss_from_embeddings(z)
+    nce = InfoNCE().loss_from_embeddings(z).loss.item()
     assert mixed.loss.item() == pytest.approx(base.loss.item() + 0.5 * nce, abs=1e-5)
     assert mixed.terms["info_nce"].item() == pytest.approx(nce, abs=1e-6)
 
@@ -59,7 +58,7 @@ def test_loss_decreases_and_spreads_the_points():
     optimizer = torch.optim.SGD([z], lr=5.0)
     first = None
     for _ in range(60):
-        out = AlignUniform()(EncodedBatch(z))
+        out = AlignUniform().loss_from_embeddings(z)
         first = first if first is not None else out
         optimizer.zero_grad()
         out.loss.backward()

@@ -4,12 +4,12 @@ import random
 import pytest
 import torch
 
-from sentcl.data import DataError, read_records
-from sentcl.data.wordnet_views import Thesaurus, make_views, pre_tokenizer
+from sentcl.config import ConfigError
+from sentcl.data import ContrastiveDataset, DataConfig, DataError, build_dataset, read_records
+from sentcl.data.wordnet_views import Thesaurus, WordNetViewsDataset, make_views, pre_tokenizer
 from sentcl.objectives import CLINEConfig, build_objective
 from sentcl.objectives.cline import CLINE, cline_contrast
-from tests.conftest import SENTENCES
-from tests.objectives.helpers import batch_of, tiny_encoder
+from tests.objectives.helpers import tiny_encoder
 
 
 @pytest.fixture(scope="module")
@@ -65,33 +65,43 @@ def test_contrast_equals_a_naive_reference_and_closed_forms():
     assert cline_contrast(x, x, x, "cosine", 0.05).item() == pytest.approx(math.log(2), abs=1e-6)
 
 
+def views_dataset(tmp_path, encoder, lines, **keys):
+    data = tmp_path / "sentences.txt"
+    data.write_text("\n".join(lines) + "\n")
+    config = DataConfig(train_file=str(data), augment="wordnet", **keys)
+    return build_dataset(config, read_records(data), encoder.tokenizer)
+
+
 def test_detection_labels_mark_the_pieces_of_replaced_words(encoder, tmp_path):
-    objective = CLINE(CLINEConfig(mlm_weight=0.0), encoder)
-    _, mask, labels = objective.tokenize(["a dog eats zebras", "a cat"], [(3,), ()], "cpu")
-    words = encoder.tokenizer(["a dog eats zebras"]).word_ids(0)
-    expected = [-100.0 if w is None else float(w == 3) for w in words]
-    assert labels[0, : len(words)].tolist() == expected and labels[0].eq(1).sum() > 1  # zebras: many pieces
-    assert labels[1].eq(1).sum() == 0 and labels[1, mask[1] == 0].eq(-100).all()
+    dataset = views_dataset(
+        tmp_path, encoder, ["The happy child cooks good food, and the sad man sells houses."]
+    )
+    assert isinstance(dataset, WordNetViewsDataset) and dataset.n_views == 3
+    batch = dataset.collate([dataset[0]])
+    views = dataset.views_of(0)
+    assert batch.input_ids.shape[:2] == (1, 3) and batch.token_labels[0, 0].eq(-100).all()
+    for v, (text, replaced) in enumerate(
+        [(views.synonym, views.synonym_words), (views.antonym, views.antonym_words)], start=1
+    ):
+        words = encoder.tokenizer([text], truncation=True, max_length=32).word_ids(0)
+        expected = [-100 if w is None else int(w in replaced) for w in words]
+        assert batch.token_labels[0, v, : len(words)].tolist() == expected
+        assert batch.token_labels[0, v].eq(1).sum() >= len(replaced) > 0
+        assert batch.token_labels[0, v, len(words) :].eq(-100).all()  # padding
 
 
 def test_objective_terms_gradients_and_learning(encoder, tmp_path):
-    data = tmp_path / "sentences.txt"
-    data.write_text(
-        "\n".join(["the happy dog runs in the big park", "a sad woman reads a good book"] * 3) + "\n"
-    )
-    objective = build_objective("cline", CLINEConfig(mlm_probability=0.3), encoder)
+    lines = ["the happy dog runs in the big park", "a sad woman reads a good book"]
+    dataset = views_dataset(tmp_path, encoder, lines)
+    objective = build_objective("cline", CLINEConfig(mlm_probability=0.3), encoder, dataset)
     assert isinstance(objective, CLINE)  # its own MLM term: not wrapped
-    objective.bind_records(read_records(data))
-    batch = batch_of(
-        encoder, ["the happy dog runs in the big park", "a sad woman reads a good book"], views=1
-    )
-    params = {id(p): p for p in [*encoder.parameters(), *objective.parameters()] if p.requires_grad}
-    optimiser = torch.optim.Adam(params.values(), lr=3e-3)
-    encoder.train()
+    batch = dataset.collate([dataset[0], dataset[1]])
+    optimiser = torch.optim.Adam([p for p in objective.parameters() if p.requires_grad], lr=3e-3)
+    objective.train()
     losses = []
     for step in range(12):
         torch.manual_seed(step % 2)
-        out = objective(encoder(batch.input_ids, batch.attention_mask), batch)
+        out = objective(batch)
         assert set(out.terms) == {"contrast", "rtd", "mlm"}
         optimiser.zero_grad()
         out.loss.backward()
@@ -101,13 +111,18 @@ def test_objective_terms_gradients_and_learning(encoder, tmp_path):
         optimiser.step()
         losses.append(out.terms["contrast"].item() + out.terms["rtd"].item())
     assert sum(losses[-2:]) < sum(losses[:2])
-    assert objective.views_of(0) == objective.views_of(0) and objective.views_of(0).synonym != SENTENCES[0]
+    assert dataset.views_of(0) == dataset.views_of(0) and dataset.views_of(0).synonym != lines[0]
 
 
-def test_missing_wordnet_says_how_to_install_it(encoder, tmp_path):
+def test_missing_wordnet_or_views_say_what_to_do(encoder, tmp_path):
     with pytest.raises(DataError, match="wordnet-base"):
-        CLINE(CLINEConfig(wordnet_dir=str(tmp_path)), encoder)
+        views_dataset(tmp_path, encoder, ["a dog"], wordnet_dir=str(tmp_path))
     with pytest.raises(DataError, match="one per row"):
         table = tmp_path / "pairs.csv"
         table.write_text("a dog,a cat\n")
-        CLINE(CLINEConfig(mlm_weight=0.0), encoder).bind_records(read_records(table))
+        build_dataset(
+            DataConfig(train_file=str(table), augment="wordnet"), read_records(table), encoder.tokenizer
+        )
+    with pytest.raises(ConfigError, match=r"data\.augment"):
+        plain = ContrastiveDataset(read_records(table), encoder.tokenizer)
+        CLINE(CLINEConfig(), encoder, plain)

@@ -5,7 +5,6 @@ import torch
 import torch.nn.functional as F
 
 from sentcl.config import ConfigError, from_dict
-from sentcl.model import EncodedBatch
 from sentcl.objectives import InfoNCE
 from sentcl.objectives.dclr import DCLR, START, DCLRConfig, dclr_loss, refine_noise
 from tests.conftest import SENTENCES
@@ -44,8 +43,8 @@ def test_reduces_to_simcse_without_weights_or_noise(encoder):
     batch = batch_of(encoder, SENTENCES[:6])  # distinct sentences: no complementary cosine reaches 1
     torch.manual_seed(1)
     z = torch.randn(6, 2, encoder.dimension)
-    assert dclr(EncodedBatch(z), batch).loss.item() == pytest.approx(
-        InfoNCE()(EncodedBatch(z)).loss.item(), abs=1e-5
+    assert dclr.loss_from_embeddings(z, batch).loss.item() == pytest.approx(
+        InfoNCE().loss_from_embeddings(z).loss.item(), abs=1e-5
     )
 
 
@@ -54,7 +53,7 @@ def test_a_duplicate_sentence_is_not_a_negative(encoder):
     sentences = [SENTENCES[0], SENTENCES[1], SENTENCES[0], SENTENCES[2]]
     batch = batch_of(encoder, sentences)
     z = torch.randn(4, 2, encoder.dimension)
-    out = dclr(EncodedBatch(z), batch)
+    out = dclr.loss_from_embeddings(z, batch)
     assert out.terms["dropped_negatives"].item() == pytest.approx(2 / 16)  # (0, 2) and (2, 0)
     weights = torch.ones(4, 4)
     weights[0, 2] = weights[2, 0] = 0
@@ -85,7 +84,7 @@ def test_complementary_encoder_is_frozen_and_loss_decreases(encoder):
     losses = []
     for step in range(12):
         torch.manual_seed(step)
-        out = dclr(encoder(batch.input_ids, batch.attention_mask), batch)
+        out = dclr(batch)
         optimizer.zero_grad()
         out.loss.backward()
         assert all(p.grad is None for p in dclr.complementary.parameters())
@@ -112,7 +111,7 @@ def test_a_trained_complementary_model_is_loaded_from_its_folder(encoder, tiny_m
     dclr = DCLR(DCLRConfig(complementary_model=str(tmp_path / "run")), encoder)  # a run folder: its model
     batch = batch_of(encoder, SENTENCES[:4])
     with torch.no_grad():
-        expected = other.eval().embed(batch.input_ids[:, 0], batch.attention_mask[:, 0])
-        start = encoder.eval().embed(batch.input_ids[:, 0], batch.attention_mask[:, 0])
-        used = dclr.complementary.embed(batch.input_ids[:, 0], batch.attention_mask[:, 0])
+        expected = other.eval().encode_tokens(batch.input_ids[:, 0], batch.attention_mask[:, 0])
+        start = encoder.eval().encode_tokens(batch.input_ids[:, 0], batch.attention_mask[:, 0])
+        used = dclr.complementary.encode_tokens(batch.input_ids[:, 0], batch.attention_mask[:, 0])
     assert torch.allclose(used, expected, atol=1e-5) and not torch.allclose(used, start, atol=1e-3)

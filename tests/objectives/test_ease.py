@@ -3,8 +3,7 @@ import math
 import pytest
 import torch
 
-from sentcl.data import Batch, DataError, read_records
-from sentcl.model import EncodedBatch
+from sentcl.data import ContrastiveDataset, DataError, read_records
 from sentcl.objectives import EASEConfig, build_objective
 from sentcl.objectives.ease import EASE, ease_entity_loss, read_entity_vectors
 from sentcl.objectives.info_nce import info_nce_loss
@@ -31,6 +30,14 @@ def records(tmp_path):
     return read_records(path)
 
 
+def dataset_of(records, encoder, views=2):
+    return ContrastiveDataset(records, encoder.tokenizer, n_views=views, text_columns=1)
+
+
+def batch_of_rows(dataset):
+    return dataset.collate([dataset[i] for i in range(len(dataset))])
+
+
 def test_entity_loss_equals_a_naive_reference():
     torch.manual_seed(0)
     h, e, n = (torch.randn(4, 5, dtype=torch.float64) for _ in range(3))
@@ -50,40 +57,41 @@ def test_entity_loss_equals_a_naive_reference():
 def test_binds_the_entity_vocabulary_and_initialises_from_vectors(tmp_path, encoder, records):
     vectors = tmp_path / "vectors.tsv"
     vectors.write_text("Football\t1\t0\t0\nDog\t0\t1\t0\nUnused\t0\t0\t1\n")
-    objective = EASE(EASEConfig(entity_vectors=str(vectors)), encoder)
-    objective.bind_records(records)
-    assert sorted(objective.index) == ["Book", "Cat", "Cooking", "Dog", "Football", "Music"]
+    dataset = dataset_of(records, encoder)
+    objective = EASE(EASEConfig(entity_vectors=str(vectors)), encoder, dataset)
+    names = dataset.label_names
+    assert names == ["Book", "Cat", "Cooking", "Dog", "Football", "Music"]
     table = objective.entities.weight
     assert table.shape == (6, 3) and objective.projection.weight.shape == (encoder.dimension, 3)
-    assert torch.equal(table[objective.index["Football"]], torch.tensor([1.0, 0, 0]))
-    assert objective.rows[2] == (objective.index["Book"], objective.index["Football"])
+    assert torch.equal(table[names.index("Football")], torch.tensor([1.0, 0, 0]))
+    assert batch_of_rows(dataset).labels[2].tolist() == [names.index("Book"), names.index("Football")]
 
 
 def test_total_is_entity_plus_lambda_self_and_gradients_reach_table_and_map(encoder, records):
-    objective = build_objective("ease", EASEConfig(self_weight=0.5), encoder)
-    objective.bind_records(records)
+    dataset = dataset_of(records, encoder)
+    objective = build_objective("ease", EASEConfig(self_weight=0.5), encoder, dataset)
     z = torch.randn(4, 2, encoder.dimension, requires_grad=True)
-    batch = Batch(torch.zeros(4, 2, 3, dtype=torch.long), torch.ones(4, 2, 3), torch.arange(4))
-    out = objective(EncodedBatch(z), batch)
+    batch = batch_of_rows(dataset)
+    out = objective.loss_from_embeddings(z, batch)
     expected_self = info_nce_loss(z[:, 0], z[:, 1], temperature=0.05)
     assert out.terms["self"].item() == pytest.approx(expected_self.item(), abs=1e-6)
     assert out.loss.item() == pytest.approx(out.terms["entity"].item() + 0.5 * expected_self.item(), abs=1e-5)
     out.loss.backward()
-    used = [objective.index[n] for n in ("Football", "Dog", "Book", "Cooking", "Cat", "Music")]
+    used = range(len(dataset.label_names))  # every entity is some row's entity or hard negative
     assert objective.entities.weight.grad[used].abs().sum(1).gt(0).all()
     assert objective.projection.weight.grad.abs().sum() > 0 and z.grad.abs().sum() > 0
 
 
 def test_training_the_table_pulls_sentences_to_their_entities(encoder, records):
-    objective = EASE(EASEConfig(self_weight=0.0), encoder)
-    objective.bind_records(records)
+    dataset = dataset_of(records, encoder, views=1)
+    objective = EASE(EASEConfig(self_weight=0.0), encoder, dataset)
     torch.manual_seed(0)
     z = torch.randn(4, 1, encoder.dimension)
-    batch = Batch(torch.zeros(4, 1, 3, dtype=torch.long), torch.ones(4, 1, 3), torch.arange(4))
-    optimiser = torch.optim.SGD(objective.parameters(), lr=1.0)
+    batch = batch_of_rows(dataset)
+    optimiser = torch.optim.SGD([objective.entities.weight, objective.projection.weight], lr=1.0)
     losses = []
     for _ in range(30):
-        out = objective(EncodedBatch(z), batch)
+        out = objective.loss_from_embeddings(z, batch)
         optimiser.zero_grad()
         out.loss.backward()
         optimiser.step()
@@ -103,4 +111,4 @@ def test_bad_inputs_name_the_file_and_line(tmp_path, encoder, records):
     one_column = tmp_path / "sentences.txt"
     one_column.write_text("a dog\na cat\n")
     with pytest.raises(DataError, match="sentence, entity"):
-        EASE(EASEConfig(), encoder).bind_records(read_records(one_column))
+        EASE(EASEConfig(), encoder, ContrastiveDataset(read_records(one_column), encoder.tokenizer))

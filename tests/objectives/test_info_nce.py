@@ -4,7 +4,6 @@ import pytest
 import torch
 from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
-from sentcl.model import EncodedBatch
 from sentcl.objectives import InfoNCE, InfoNCEConfig, info_nce_loss
 
 
@@ -34,7 +33,7 @@ def test_equals_loop_reference(views, alpha):
     torch.manual_seed(0)
     embeddings = torch.randn(6, views, 8, dtype=torch.float64)
     objective = InfoNCE(InfoNCEConfig(temperature=0.1, hard_negative_weight=alpha))
-    loss = objective(EncodedBatch(embeddings)).loss
+    loss = objective.loss_from_embeddings(embeddings).loss
     negative = embeddings[:, 2] if views == 3 else None
     expected = naive_info_nce(embeddings[:, 0], embeddings[:, 1], negative, temperature=0.1, alpha=alpha)
     assert loss.item() == pytest.approx(expected, abs=1e-9)
@@ -52,7 +51,7 @@ def test_alpha_only_weights_the_matching_hard_negative():
 def test_closed_form_identical_embeddings(views, expected):
     # all logits equal → the softmax is uniform over the B (or 2B) candidates
     embeddings = torch.ones(8, views, 4)
-    loss = InfoNCE()(EncodedBatch(embeddings)).loss
+    loss = InfoNCE().loss_from_embeddings(embeddings).loss
     assert loss.item() == pytest.approx(expected, rel=1e-6)
 
 
@@ -60,7 +59,7 @@ def test_closed_form_identical_embeddings(views, expected):
 def test_equals_sentence_transformers_mnrl(views):
     torch.manual_seed(2)
     embeddings = torch.randn(16, views, 32)
-    ours = InfoNCE(InfoNCEConfig(temperature=0.05))(EncodedBatch(embeddings)).loss
+    ours = InfoNCE(InfoNCEConfig(temperature=0.05)).loss_from_embeddings(embeddings).loss
     peer = MultipleNegativesRankingLoss(model=None, scale=20.0)
     theirs = peer.compute_loss_from_embeddings([embeddings[:, v] for v in range(views)], labels=None)
     assert ours.item() == pytest.approx(theirs.item(), abs=1e-5)
@@ -73,7 +72,7 @@ def test_loss_decreases_under_sgd():
     optimizer = torch.optim.SGD([embeddings], lr=0.5)
     losses = []
     for _ in range(20):
-        loss = objective(EncodedBatch(embeddings)).loss
+        loss = objective.loss_from_embeddings(embeddings).loss
         losses.append(loss.item())
         optimizer.zero_grad()
         loss.backward()
@@ -83,7 +82,7 @@ def test_loss_decreases_under_sgd():
 
 def test_gradient_reaches_every_view_and_terms_are_named():
     embeddings = torch.randn(4, 3, 8, requires_grad=True)
-    output = InfoNCE()(EncodedBatch(embeddings))
+    output = InfoNCE().loss_from_embeddings(embeddings)
     output.loss.backward()
     assert output.loss.shape == ()
     assert set(output.terms) == {"info_nce"}
@@ -93,7 +92,7 @@ def test_gradient_reaches_every_view_and_terms_are_named():
 
 def test_rejects_wrong_view_count():
     with pytest.raises(ValueError, match="2 or 3 views"):
-        InfoNCE()(EncodedBatch(torch.randn(4, 1, 8)))
+        InfoNCE().loss_from_embeddings(torch.randn(4, 1, 8))
 
 
 def test_every_contrastive_objective_shares_one_temperature_key_and_check():

@@ -3,9 +3,10 @@ import torch
 import torch.nn.functional as F
 from transformers import BertConfig, BertForMaskedLM
 
-from sentcl.model import EncodedBatch, ModelConfig, SentenceEncoder
+from sentcl.model import ModelConfig, SentenceEncoder
 from sentcl.objectives import InfoNCE, InfoNCEConfig, build_objective
-from sentcl.objectives.mlm import WithMLM, build_mlm_head, mask_tokens, mlm_loss
+from sentcl.objectives.mlm import WithMLM, head_loss, mask_tokens
+from sentcl.training.gradcache import chunkable
 from tests.objectives.helpers import batch_of, tiny_encoder
 
 
@@ -36,7 +37,7 @@ def test_masking_is_bert_80_10_10_and_never_touches_specials_or_padding(encoder)
 
 
 def test_fresh_head_is_tied_to_the_input_embeddings(encoder):
-    head = build_mlm_head(encoder)  # the tiny checkpoint is a BertModel: no MLM head in it
+    head = encoder.masked_lm_head()  # the tiny checkpoint is a BertModel: no MLM head in it
     decoder = [m for m in head.modules() if isinstance(m, torch.nn.Linear)][-1]
     assert decoder.weight is encoder.backbone.get_input_embeddings().weight
 
@@ -48,18 +49,18 @@ def test_a_checkpoint_head_is_reused(tmp_path, encoder):
     full.save_pretrained(str(tmp_path / "mlm"))
     encoder.tokenizer.save_pretrained(str(tmp_path / "mlm"))
     with_head = SentenceEncoder.from_config(ModelConfig(name_or_path=str(tmp_path / "mlm"), pooler="avg"))
-    head = build_mlm_head(with_head)
+    head = with_head.masked_lm_head()
     assert torch.equal(head.predictions.transform.dense.weight, full.cls.predictions.transform.dense.weight)
 
 
 def test_loss_equals_full_vocabulary_reference(encoder):
-    head = build_mlm_head(encoder)
+    head = encoder.masked_lm_head()
     batch = batch_of(encoder, views=1)
     ids, mask = batch.input_ids[:, 0], batch.attention_mask[:, 0]
     torch.manual_seed(1)
     masked, labels = mask_tokens(ids, mask, encoder.tokenizer, 0.3)
     encoder.eval()
-    ours = mlm_loss(encoder, head, masked, mask, labels)
+    ours = head_loss(head, encoder.token_states(masked, mask), labels)
     logits = head(encoder.backbone(input_ids=masked, attention_mask=mask).last_hidden_state)  # every position
     reference = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100)
     assert ours.item() == pytest.approx(reference.item(), abs=1e-5)
@@ -67,10 +68,10 @@ def test_loss_equals_full_vocabulary_reference(encoder):
 
 def test_with_mlm_adds_lambda_times_mlm_and_trains_the_backbone(encoder):
     objective = build_objective("simcse", InfoNCEConfig(mlm_weight=0.1), encoder)
-    assert isinstance(objective, WithMLM) and not objective.supports_gradcache
+    assert isinstance(objective, WithMLM) and not chunkable(objective)  # its MLM pass has its own graph
     batch = batch_of(encoder, views=2)
     torch.manual_seed(2)
-    out = objective(encoder(batch.input_ids, batch.attention_mask), batch)
+    out = objective(batch)
     assert set(out.terms) == {"info_nce", "mlm"}
     assert out.loss.item() == pytest.approx(
         out.terms["info_nce"].item() + 0.1 * out.terms["mlm"].item(), abs=1e-5
@@ -81,7 +82,7 @@ def test_with_mlm_adds_lambda_times_mlm_and_trains_the_backbone(encoder):
 
 
 def test_mlm_loss_decreases_under_adam(encoder):
-    head = build_mlm_head(encoder)
+    head = encoder.masked_lm_head()
     batch = batch_of(encoder, views=1)
     params = list({id(p): p for p in [*encoder.parameters(), *head.parameters()]}.values())
     optimizer = torch.optim.Adam(params, lr=1e-2)
@@ -90,7 +91,7 @@ def test_mlm_loss_decreases_under_adam(encoder):
     for step in range(30):
         torch.manual_seed(step)
         masked, labels = mask_tokens(ids, mask, encoder.tokenizer, 0.15)
-        loss = mlm_loss(encoder, head, masked, mask, labels)
+        loss = head_loss(head, encoder.token_states(masked, mask), labels)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -101,4 +102,4 @@ def test_mlm_loss_decreases_under_adam(encoder):
 def test_plain_objective_unchanged_without_mlm(encoder):
     assert isinstance(build_objective("simcse", InfoNCEConfig(), encoder), InfoNCE)
     z = torch.randn(4, 2, 8)
-    assert build_objective("simcse", InfoNCEConfig(), encoder)(EncodedBatch(z)).loss.isfinite()
+    assert build_objective("simcse", InfoNCEConfig(), encoder).loss_from_embeddings(z).loss.isfinite()

@@ -18,18 +18,16 @@ def encoder(tiny_model_dir):
 def test_equals_a_naive_reference_with_queue(encoder):
     moco = MoCo(MoCoConfig(queue_size=5, momentum=0.9), encoder)
     first, second = batch_of(encoder, views=2), batch_of(encoder, views=2)
-    moco(encoder(first.input_ids, first.attention_mask), first)  # fills the queue with 5 of 6 keys
+    moco(first)  # fills the queue with 5 of 6 keys
     queue = moco.queue.clone()
     assert int(moco.queue_filled) == 5
     with torch.no_grad():  # the naive step: momentum update, keys, logits one by one
         for k, q in zip(moco.key_encoder.parameters(), encoder.parameters(), strict=True):
             expected_key_param = 0.9 * k + 0.1 * q
-        keys = F.normalize(
-            moco.key_encoder(second.input_ids[:, 1:], second.attention_mask[:, 1:]).embeddings[:, 0]
-        )
-    out = moco(encoder(second.input_ids, second.attention_mask), second)
+        keys = F.normalize(moco.key_encoder.embed_tokens(second.input_ids[:, 1], second.attention_mask[:, 1]))
+    out = moco(second)
     assert torch.allclose(list(moco.key_encoder.parameters())[-1], expected_key_param)
-    queries = F.normalize(encoder(second.input_ids, second.attention_mask).embeddings[:, 0]).detach()
+    queries = F.normalize(encoder.embed(second)[:, 0]).detach()
     total = 0.0
     for i in range(len(queries)):
         logits = [float(queries[i] @ keys[j]) / 0.05 for j in range(len(keys))]
@@ -41,7 +39,7 @@ def test_equals_a_naive_reference_with_queue(encoder):
 def test_closed_form_one_sentence_repeated(encoder):
     moco = MoCo(MoCoConfig(queue_size=0), encoder)  # the key encoder starts as an exact copy
     batch = batch_of(encoder, ["the dog runs"] * 4)  # every query equals every key: all logits tie
-    out = moco(encoder(batch.input_ids, batch.attention_mask), batch)
+    out = moco(batch)
     assert out.loss.item() == pytest.approx(math.log(4), abs=1e-4)
 
 
@@ -63,7 +61,7 @@ def test_nothing_flows_into_keys_or_queue_and_loss_decreases(encoder):
     losses = []
     for step in range(16):
         batch = batches[step % 2]  # one view: the key encoder's pass gives the second
-        out = moco(encoder(batch.input_ids, batch.attention_mask), batch)
+        out = moco(batch)
         optimizer.zero_grad()
         out.loss.backward()
         assert all(p.grad is None for p in moco.key_encoder.parameters())

@@ -5,6 +5,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from sentcl.data import Batch
 from sentcl.model import ModelConfig, SentenceEncoder
 from sentcl.objectives import InfoNCE, InfoNCEConfig
 from sentcl.training.distributed import DistributedContext, average_gradients, mean_over_ranks
@@ -21,7 +22,7 @@ def build(model_dir: str):
 
 def step(encoder, ids, mask, views, alpha):
     objective = InfoNCE(InfoNCEConfig(temperature=0.05, hard_negative_weight=alpha))
-    loss = objective(encoder(ids[:, :views], mask[:, :views])).loss
+    loss = objective.loss_from_embeddings(encoder(Batch(ids[:, :views], mask[:, :views], None))).loss
     loss.backward()
     return loss
 

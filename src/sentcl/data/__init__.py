@@ -1,6 +1,13 @@
 """Data: readers (txt, csv/tsv), tokenise-once datasets and ``[B, V, L]`` collation."""
 
-from sentcl.data.collate import DEFAULT_MAX_LENGTH, Batch, ContrastiveDataset, DataConfig, collate_views
+from sentcl.data.collate import (
+    DEFAULT_MAX_LENGTH,
+    Batch,
+    ContrastiveDataset,
+    DataConfig,
+    build_dataset,
+    collate_views,
+)
 from sentcl.data.readers import DataError, Records, read_records, read_sentences, read_table
 
 __all__ = [
@@ -10,6 +17,7 @@ __all__ = [
     "DataConfig",
     "DataError",
     "Records",
+    "build_dataset",
     "collate_views",
     "read_records",
     "read_sentences",

@@ -24,13 +24,24 @@ class Batch:
     input_ids: torch.Tensor  # [B, V, L]
     attention_mask: torch.Tensor  # [B, V, L]
     indices: torch.Tensor  # [B] row indices into the source Records
+    #: [B, C] ids of the rows' label columns (the columns after ``data.text_columns``, e.g. EASE's entity
+    #: and hard-negative entity) in the dataset's ``label_names``; None when the data has none
+    labels: torch.Tensor | None = None
+    #: [B, V, L] per-token labels a view maker adds (CLINE's replaced-token flags, −100 where none)
+    token_labels: torch.Tensor | None = None
 
     @property
     def shape(self) -> tuple[int, int, int]:
         return tuple(self.input_ids.shape)  # type: ignore[return-value]
 
     def to(self, device: torch.device | str) -> Batch:
-        return Batch(self.input_ids.to(device), self.attention_mask.to(device), self.indices)
+        def move(tensor):
+            return None if tensor is None else tensor.to(device)
+
+        return Batch(
+            self.input_ids.to(device), self.attention_mask.to(device), self.indices,
+            move(self.labels), move(self.token_labels),
+        )  # fmt: skip
 
 
 class TokenizedColumn:
@@ -112,6 +123,11 @@ class ContrastiveDataset(torch.utils.data.Dataset):
         if pad is None:
             raise DataError(f"{records.path}: the tokenizer has no pad token")
         self.pad_token_id = int(pad)
+        # the label columns, as ids into one sorted vocabulary of their values
+        self.label_columns = records.n_columns - columns
+        self.label_names: list[str] = sorted({name for row in records.rows for name in row[columns:]})
+        index = {name: i for i, name in enumerate(self.label_names)}
+        self.label_ids = np.array([[index[name] for name in row[columns:]] for row in records.rows], np.int64)
 
     def __len__(self) -> int:
         return len(self.records)
@@ -122,7 +138,10 @@ class ContrastiveDataset(torch.utils.data.Dataset):
         return i, [column[i] for column in self.columns]
 
     def collate(self, items: list[tuple[int, list[np.ndarray]]]) -> Batch:
-        return collate_views(items, self.pad_token_id)
+        batch = collate_views(items, self.pad_token_id)
+        if self.label_columns:
+            batch.labels = torch.from_numpy(self.label_ids[batch.indices.numpy()])
+        return batch
 
     def lengths(self) -> np.ndarray:
         """Tokens of each example: the longest of its views."""
@@ -176,8 +195,23 @@ class DataConfig:
     #: batches of similar token length (less padding, fewer FLOPs); in-batch negatives then share a
     #: length range. Off by default (SimCSE draws batches uniformly).
     group_by_length: bool = False
+    #: views made from the rows: "none" (the rows' own columns; dropout copies of one-column rows), or
+    #: "wordnet": CLINE's synonym and antonym views of one-sentence rows (data/wordnet_views.py)
+    augment: str = "none"
+    #: wordnet views: share of the candidate words replaced by a synonym (CLINE: 0.4) and by an antonym
+    #: or a random word (0.2); the seed of each row's views; the WordNet 3.0 dict folder ("" =
+    #: $SENTCL_WORDNET or Debian's /usr/share/wordnet)
+    synonym_share: float = 0.4
+    antonym_share: float = 0.2
+    augment_seed: int = 0
+    wordnet_dir: str = ""
 
     def validate(self) -> None:
+        if self.augment not in ("none", "wordnet"):
+            raise ConfigError(f"augment: {self.augment!r} is not one of none, wordnet")
+        for key in ("synonym_share", "antonym_share"):
+            if not 0 < getattr(self, key) <= 1:
+                raise ConfigError(f"{key}: must be in (0, 1], got {getattr(self, key)}")
         if not self.train_file:
             raise ConfigError("train_file: a training file is required")
         if self.max_length < 2:
@@ -186,3 +220,12 @@ class DataConfig:
             raise ConfigError(f"n_views: must be positive, got {self.n_views}")
         if self.text_columns is not None and self.text_columns < 1:
             raise ConfigError(f"text_columns: must be positive, got {self.text_columns}")
+
+
+def build_dataset(config: DataConfig, records: Records, tokenizer) -> ContrastiveDataset:
+    """The training dataset a recipe's ``data:`` section asks for."""
+    if config.augment == "wordnet":
+        from sentcl.data.wordnet_views import WordNetViewsDataset
+
+        return WordNetViewsDataset(records, tokenizer, config, config.max_length)
+    return ContrastiveDataset(records, tokenizer, config.max_length, config.n_views, config.text_columns)

@@ -31,7 +31,11 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from sentcl.data.readers import DataError
+import numpy as np
+import torch
+
+from sentcl.data.collate import Batch, ContrastiveDataset, collate_views
+from sentcl.data.readers import DataError, Records
 
 DEFAULT_WORDNET = "/usr/share/wordnet"
 POS = ("n", "v", "a", "r")
@@ -228,3 +232,72 @@ def make_views(
 def pre_tokenizer(tokenizer):
     """``text → [(word, (start, end))]``: the fast tokenizer's words, before word pieces."""
     return tokenizer.backend_tokenizer.pre_tokenizer.pre_tokenize_str
+
+
+#: rows whose words supply the antonym view's random words
+FILLER_SAMPLE = 5000
+
+
+class WordNetViewsDataset(ContrastiveDataset):
+    """One-sentence rows with CLINE's views (``data.augment: wordnet``): item i is (x, x_syn, x_ant) as
+    three token views, and its batch's ``token_labels`` flag the replaced words' tokens of the two made
+    views (1 replaced, 0 kept; −100 on the original view, special tokens and padding).
+
+    Views are made lazily for the rows a batch uses, seeded by the row, so a run and its resumption see
+    the same views; WordNet is opened here, so a missing WordNet fails before training.
+    """
+
+    def __init__(self, records: Records, tokenizer, config, max_length: int = 32):
+        if records.n_columns != 1:
+            raise DataError(
+                f"{records.path}: data.augment wordnet makes views of sentences, one per row "
+                f"(got {records.n_columns} columns)"
+            )
+        super().__init__(records, tokenizer, max_length, n_views=1)
+        self.n_views = 3
+        self.config = config
+        self.tokenizer = tokenizer
+        self.thesaurus = Thesaurus(config.wordnet_dir or None)
+        self.split = pre_tokenizer(tokenizer)
+        texts = [row[0] for row in records.rows]
+        sample = random.Random(config.augment_seed).sample(range(len(texts)), min(FILLER_SAMPLE, len(texts)))
+        self.fillers = sorted(
+            {w for i in sample for w, _ in self.split(texts[i]) if self.thesaurus.candidate(w)}
+        )
+        self.made: dict[int, tuple[list[np.ndarray], list[np.ndarray]]] = {}
+
+    def views_of(self, row: int) -> Views:
+        c = self.config
+        rng = random.Random(c.augment_seed * 1_000_003 + row)
+        text = self.records.rows[row][0]
+        return make_views(
+            text, self.split, self.thesaurus, rng, self.fillers, c.synonym_share, c.antonym_share
+        )
+
+    def _made(self, row: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """(token ids of the three views, their token labels), made once per row."""
+        if row not in self.made:
+            views = self.views_of(row)
+            tokens = self.tokenizer(
+                [views.synonym, views.antonym], truncation=True, max_length=self.max_length
+            )
+            ids, labels = [self.columns[0][row]], [np.full(len(self.columns[0][row]), -100, np.int64)]
+            for k, replaced in enumerate((views.synonym_words, views.antonym_words)):
+                ids.append(np.asarray(tokens["input_ids"][k], dtype=np.int32))
+                labels.append(
+                    np.array([-100 if w is None else int(w in replaced) for w in tokens.word_ids(k)])
+                )
+            self.made[row] = ids, labels
+        return self.made[row]
+
+    def __getitem__(self, i: int) -> tuple[int, list[np.ndarray]]:
+        return i, self._made(i)[0]
+
+    def collate(self, items: list[tuple[int, list[np.ndarray]]]) -> Batch:
+        batch = collate_views(items, self.pad_token_id)
+        labels = torch.full(batch.input_ids.shape, -100, dtype=torch.long)
+        for b, (row, _) in enumerate(items):
+            for v, flags in enumerate(self._made(row)[1]):
+                labels[b, v, : len(flags)] = torch.from_numpy(flags)
+        batch.token_labels = labels
+        return batch

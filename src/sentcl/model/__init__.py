@@ -2,14 +2,13 @@
 
 from sentcl.model.backbone import ModelLoadError, load_backbone, packaged_model_path, resolve_model_path
 from sentcl.model.dropout import use_fast_dropout
-from sentcl.model.encoder import EncodedBatch, ModelConfig, SentenceEncoder
-from sentcl.model.heads import MLPHead
+from sentcl.model.encoder import ModelConfig, SentenceEncoder
+from sentcl.model.heads import MLPHead, split_mlm_model
 from sentcl.model.packing import backbone_states
 from sentcl.model.pooling import POOLERS
 
 __all__ = [
     "POOLERS",
-    "EncodedBatch",
     "MLPHead",
     "ModelConfig",
     "ModelLoadError",
@@ -18,5 +17,6 @@ __all__ = [
     "load_backbone",
     "packaged_model_path",
     "resolve_model_path",
+    "split_mlm_model",
     "use_fast_dropout",
 ]

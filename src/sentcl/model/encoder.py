@@ -1,11 +1,13 @@
 """SentenceEncoder: backbone → pooler → (MLP head), with encode / save / load.
 
 Two paths, one module:
-* ``forward(input_ids [B, V, L], attention_mask)`` is the *training* path: one backbone pass over the
-  B·V flattened sequences, pooled, the MLP head applied when the pooler has one; returns
-  ``EncodedBatch(embeddings [B, V, D])``.
-* ``encode(texts)`` / ``embed(...)`` is the *embedding* path: no dropout, no gradient, the head
-  only when it is not train-only (SimCSE's ``mlp_only_train``). It satisfies the ``Embedder``
+* the *training* path, the public API objectives build on (docs/extending.md): ``embed(batch)`` (a
+  batch's [B, V, L] views → [B, V, D], one backbone pass over the B·V sequences, pooled, through the
+  MLP head when the pooler has one), ``embed_tokens`` (the same on [N, L] ids, optionally with the token
+  states of that pass), ``token_states``, ``output_dim``, ``frozen_copy``, ``momentum_copy`` / ``follow``,
+  ``freeze_input_embeddings`` and ``masked_lm_head``;
+* the *embedding* path, ``encode(texts)`` / ``encode_tokens(ids, mask)``: no dropout, no gradient, the
+  head only when it is not train-only (SimCSE's ``mlp_only_train``). It satisfies the ``Embedder``
   protocol that evaluation and analysis use.
 
 A saved folder loads with ``AutoModel.from_pretrained`` (backbone + tokenizer, safetensors), with
@@ -35,7 +37,7 @@ from sentcl.data.collate import collate_views, tokenize_texts
 from sentcl.hardware import choose_autocast, detect
 from sentcl.model.backbone import ModelLoadError, load_backbone, resolve_model_path
 from sentcl.model.dropout import use_fast_dropout
-from sentcl.model.heads import MLPHead
+from sentcl.model.heads import MLPHead, build_mlm_head
 from sentcl.model.packing import backbone_states, unpad_by_default
 from sentcl.model.pooling import NEEDS_HIDDEN_STATES, POOLERS, WITH_MLP_HEAD
 from sentcl.model.sentence_transformers_export import unsupported_reason, write_sentence_transformers_files
@@ -75,11 +77,6 @@ class ModelConfig:
             raise ConfigError(f"pooler: {self.pooler!r} is not one of {', '.join(POOLERS)}")
 
 
-@dataclass
-class EncodedBatch:
-    embeddings: torch.Tensor  # [B, V, D]
-
-
 class SentenceEncoder(nn.Module):
     def __init__(
         self,
@@ -105,6 +102,7 @@ class SentenceEncoder(nn.Module):
         self.unpad = unpad
         self.source: str | None = None  # where the model was loaded from (recorded by indexes built on it)
         self.inference_autocast: torch.dtype | None = None  # with_dtype("bf16"): bf16 autocast in encode
+        self.frozen = False  # frozen_copy(): eval mode whatever train() asks
 
     # ----------------------------------------------------------------------------------- building
     @classmethod
@@ -184,26 +182,78 @@ class SentenceEncoder(nn.Module):
         """Whether training passes run the backbone on real tokens only (``ModelConfig.unpad``)."""
         return unpad_by_default(self.device) if self.unpad is None else bool(self.unpad)
 
-    def forward_with_states(self, input_ids, attention_mask) -> tuple[torch.Tensor, torch.Tensor]:
-        """Training path on [N, L] ids → (embeddings [N, D] as ``forward`` gives them, last-layer token
-        states [N, L, H]) from one pass: for objectives with token-level terms (CLINE's detection)."""
+    # ------------------------------------------------------ the public API objectives build on
+    def embed(self, batch) -> torch.Tensor:
+        """Training path on a ``Batch``: its [B, V, L] views → embeddings [B, V, D], one backbone pass
+        over the B·V sequences, pooled, through the MLP head when the pooler has one."""
+        ids, mask = batch.input_ids, batch.attention_mask
+        size, views, length = ids.shape
+        flat = self.embed_tokens(ids.reshape(size * views, length), mask.reshape(size * views, length))
+        return flat.reshape(size, views, -1)
+
+    def forward(self, batch) -> torch.Tensor:
+        return self.embed(batch)
+
+    def embed_tokens(self, input_ids, attention_mask, with_states: bool = False):
+        """Training path on [N, L] ids → embeddings [N, D] (with the head where the pooler has one); with
+        ``with_states`` also the last layer's token states [N, L, H] of the same pass."""
         pooled, states = self._pool_with_states(input_ids, attention_mask, self.unpads_training())
-        return (self.head(pooled) if self.head is not None else pooled), states
+        embeddings = self.head(pooled) if self.head is not None else pooled
+        return (embeddings, states) if with_states else embeddings
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> EncodedBatch:
-        """Training path: [B, V, L] → EncodedBatch(embeddings [B, V, D]), one backbone pass over B·V."""
-        batch, views, length = input_ids.shape
-        pooled = self._pool(
-            input_ids.reshape(batch * views, length),
-            attention_mask.reshape(batch * views, length),
-            self.unpads_training(),
-        )
-        if self.head is not None:
-            pooled = self.head(pooled)
-        return EncodedBatch(pooled.reshape(batch, views, -1))
+    def token_states(self, input_ids, attention_mask, all_layers: bool = False):
+        """Last-layer token states [N, L, H] of [N, L] ids (training settings: the packed pass where it
+        applies); ``all_layers``: the tuple of every layer's states, the embedding layer first."""
+        last, hidden_states = backbone_states(
+            self.backbone, input_ids, attention_mask, output_hidden_states=all_layers,
+            unpad=self.unpads_training(),
+        )  # fmt: skip
+        return hidden_states if all_layers else last
 
-    def embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """Embedding path on [N, L] ids: the head only where it is used for encoding."""
+    @property
+    def output_dim(self) -> int:
+        """Dimension of the training path's embeddings (the MLP head's output where there is one)."""
+        return self.head.dense.out_features if self.head is not None else self.dimension
+
+    def frozen_copy(self) -> SentenceEncoder:
+        """A copy without gradients that stays in eval mode (no dropout) whatever ``train()`` says: a
+        teacher, a fixed reference, a complementary model."""
+        copied = self.momentum_copy()
+        copied.frozen = True
+        return copied.eval()
+
+    def momentum_copy(self) -> SentenceEncoder:
+        """A copy without gradients that follows ``train()``/``eval()`` like any module, moved towards this
+        encoder by :meth:`follow`: MoCo's key encoder."""
+        copied = copy.deepcopy(self)
+        for parameter in copied.parameters():
+            parameter.requires_grad_(False)
+        return copied
+
+    @torch.no_grad()
+    def follow(self, source: SentenceEncoder, momentum: float) -> None:
+        """θ ← m·θ + (1 − m)·θ_source, parameter by parameter (the two share one architecture)."""
+        mine = list(self.parameters())
+        theirs = [p.detach() for p in source.parameters()]
+        torch._foreach_mul_(mine, momentum)
+        torch._foreach_add_(mine, theirs, alpha=1 - momentum)
+
+    def freeze_input_embeddings(self) -> None:
+        """Keep the embedding layer (token, position, type embeddings and its norm) out of training."""
+        self.backbone.get_input_embeddings().weight.requires_grad_(False)
+        for parameter in getattr(self.backbone, "embeddings", nn.Module()).parameters():
+            parameter.requires_grad_(False)
+
+    def masked_lm_head(self) -> nn.Module:
+        """The checkpoint's masked-LM head (a fresh one where it has none), its decoder tied to this
+        encoder's input embeddings."""
+        return build_mlm_head(self.backbone, self.source)
+
+    def train(self, mode: bool = True):
+        return super().train(mode and not self.frozen)
+
+    def encode_tokens(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Embedding path on [N, L] ids: no head where it is train-only (what ``encode`` returns)."""
         pooled = self._pool(input_ids, attention_mask)
         if self.head is not None and self.head.used_when_encoding():
             pooled = self.head(pooled)
@@ -252,6 +302,11 @@ class SentenceEncoder(nn.Module):
     def dimension(self) -> int:
         return int(self.backbone.config.hidden_size)
 
+    @property
+    def initializer_range(self) -> float:
+        """The backbone's N(0, σ) initialisation σ, for heads that objectives add (BERT: 0.02)."""
+        return float(getattr(self.backbone.config, "initializer_range", 0.02))
+
     def encode(
         self,
         sentences: Sequence[str],
@@ -279,7 +334,7 @@ class SentenceEncoder(nn.Module):
                 ):
                     idx = order[start : start + batch_size]
                     batch = collate_views([(int(i), [tokens[int(i)]]) for i in idx], pad).to(self.device)
-                    vectors = self.embed(batch.input_ids[:, 0], batch.attention_mask[:, 0]).float()
+                    vectors = self.encode_tokens(batch.input_ids[:, 0], batch.attention_mask[:, 0]).float()
                     if normalize:
                         vectors = torch.nn.functional.normalize(vectors, dim=-1)
                     out[idx] = vectors.cpu().numpy()

@@ -1,4 +1,5 @@
-"""The MLP head SimCSE puts over the [CLS] vector: Linear(H, H) + tanh.
+"""Heads over the backbone: the MLP head SimCSE puts over the [CLS] vector (Linear(H, H) + tanh), and
+the masked-LM head that MLM terms and pre-training predict tokens with.
 
 ``train_only`` is SimCSE's ``mlp_only_train``: the head shapes the training objective but encoding
 skips it. This flag lives here and nowhere else.
@@ -6,8 +7,15 @@ skips it. This flag lives here and nowhere else.
 
 from __future__ import annotations
 
+import logging
+
 import torch
 from torch import nn
+from transformers import AutoModelForMaskedLM
+
+from sentcl.model.backbone import ModelLoadError, resolve_model_path
+
+logger = logging.getLogger(__name__)
 
 
 class MLPHead(nn.Module):
@@ -25,3 +33,29 @@ class MLPHead(nn.Module):
 
     def used_when_encoding(self) -> bool:
         return not self.train_only
+
+
+def split_mlm_model(full: nn.Module, source: str) -> tuple[nn.Module, nn.Module]:
+    """(backbone, MLM head) of an ``AutoModelForMaskedLM`` model, e.g. (``bert``, ``cls``)."""
+    prefix = full.base_model_prefix
+    heads = [module for name, module in full.named_children() if name != prefix]
+    if len(heads) != 1:
+        raise ModelLoadError(f"{source}: cannot tell the MLM head apart from the backbone")
+    return full.base_model, heads[0]
+
+
+def build_mlm_head(backbone: nn.Module, source: str | None = None) -> nn.Module:
+    """The checkpoint's MLM head (the backbone's own, e.g. BERT's ``cls.predictions`` or RoBERTa's
+    ``lm_head``; fresh of the same architecture where the checkpoint has none, e.g. all-MiniLM-L6-v2),
+    its decoder tied to ``backbone``'s input embeddings, as in BERT."""
+    source = resolve_model_path(source or backbone.name_or_path)
+    try:
+        full, info = AutoModelForMaskedLM.from_pretrained(source, output_loading_info=True)
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"{source}: no masked-LM head for this architecture ({exc})") from None
+    _, head = split_mlm_model(full, source)
+    fresh = any(not key.startswith(full.base_model_prefix) for key in info["missing_keys"])
+    logger.info("MLM head: %s", "fresh (the checkpoint has none)" if fresh else "the checkpoint's own")
+    decoder = full.get_output_embeddings()
+    decoder.weight = backbone.get_input_embeddings().weight
+    return head.to(next(backbone.parameters()).device)

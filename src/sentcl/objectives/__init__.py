@@ -1,9 +1,10 @@
 """Objectives: one file per method; ``REGISTRY`` maps a recipe's ``objective.name`` to
-(objective class, its config dataclass); ``build_objective`` makes one for an encoder and adds the
-auxiliary MLM loss when the recipe asks for it (``objective.mlm_weight > 0``)."""
+(objective class, its config dataclass); ``build_objective`` makes one for an encoder and its training
+data, adding SimCSE's auxiliary MLM term when the recipe asks for it (``objective.mlm_weight > 0``) and the
+objective is not a masked-LM objective with its own (see base.py for the contract)."""
 
 from sentcl.objectives.align_uniform import AlignUniform, AlignUniformConfig
-from sentcl.objectives.base import Objective, ObjectiveConfig, ObjectiveOutput
+from sentcl.objectives.base import ContrastiveObjective, Objective, ObjectiveConfig, ObjectiveOutput
 from sentcl.objectives.cline import CLINE, CLINEConfig
 from sentcl.objectives.dclr import DCLR, DCLRConfig
 from sentcl.objectives.ease import EASE, EASEConfig
@@ -28,13 +29,15 @@ REGISTRY: dict[str, tuple[type, type]] = {
 }
 
 
-def build_objective(name: str, config: ObjectiveConfig, encoder) -> Objective:
-    objective_class, _ = REGISTRY[name]
-    objective = objective_class(config, encoder)
-    if config.mlm_weight > 0 and not objective.includes_mlm:
-        from sentcl.objectives.mlm import WithMLM
+def build_objective(name: str, config: ObjectiveConfig, encoder, data=None) -> Objective:
+    """``REGISTRY[name]`` built on ``encoder`` (and ``data``, the training dataset, for objectives whose
+    tables come from it: EASE's entities)."""
+    from sentcl.objectives.mlm import MaskedLMObjective, WithMLM
 
-        objective = WithMLM(objective, encoder, config.mlm_weight, config.mlm_probability)
+    objective_class, _ = REGISTRY[name]
+    objective = objective_class(config, encoder, data)
+    if config.mlm_weight > 0 and not isinstance(objective, MaskedLMObjective):
+        objective = WithMLM(objective, config.mlm_weight, config.mlm_probability)
     return objective
 
 
@@ -45,6 +48,7 @@ __all__ = [
     "REGISTRY",
     "AlignUniform",
     "CLINEConfig",
+    "ContrastiveObjective",
     "EASEConfig",
     "InfoNCE",
     "InfoNCEConfig",

@@ -18,8 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from sentcl.config import ConfigError
-from sentcl.model import EncodedBatch
-from sentcl.objectives.base import ContrastiveConfig, Objective, ObjectiveOutput
+from sentcl.objectives.base import ContrastiveConfig, ContrastiveObjective, ObjectiveOutput
 from sentcl.objectives.info_nce import InfoNCE, InfoNCEConfig
 
 
@@ -49,15 +48,14 @@ def uniform_loss(x: torch.Tensor, t: float = 2.0) -> torch.Tensor:
     return torch.pdist(x, p=2).pow(2).mul(-t).exp().mean().log()
 
 
-class AlignUniform(Objective):
-    def __init__(self, config: AlignUniformConfig | None = None, encoder=None):
-        super().__init__()
-        self.config = config or AlignUniformConfig()
+class AlignUniform(ContrastiveObjective):
+    def __init__(self, config: AlignUniformConfig | None = None, encoder=None, data=None):
+        super().__init__(config or AlignUniformConfig(), encoder)
         c = self.config
         self.info_nce = InfoNCE(InfoNCEConfig(temperature=c.temperature)) if c.info_nce_weight > 0 else None
 
-    def forward(self, encoded: EncodedBatch, batch=None) -> ObjectiveOutput:
-        c, embeddings = self.config, encoded.embeddings
+    def loss_from_embeddings(self, embeddings: torch.Tensor, batch=None) -> ObjectiveOutput:
+        c = self.config
         if embeddings.shape[1] != 2 or embeddings.shape[0] < 2:
             raise ValueError("alignment/uniformity needs 2 views and at least 2 examples")
         x, y = F.normalize(embeddings[:, 0], dim=-1), F.normalize(embeddings[:, 1], dim=-1)
@@ -66,7 +64,7 @@ class AlignUniform(Objective):
         loss = c.align_weight * align + c.uniform_weight * uniform
         terms = {"align": align.detach(), "uniform": uniform.detach()}
         if self.info_nce is not None:
-            nce = self.info_nce(encoded).loss
+            nce = self.info_nce.loss_from_embeddings(embeddings).loss
             loss = loss + c.info_nce_weight * nce
             terms["info_nce"] = nce.detach()
         return ObjectiveOutput(loss=loss, terms=terms)

@@ -1,12 +1,23 @@
-"""What every objective returns, and the contract objectives follow.
+"""The one contract every objective follows (docs/extending.md walks through adding one).
 
-An objective is an ``nn.Module`` whose ``forward`` takes the encoder's output (embeddings [B, V, D])
-and the batch (token ids [B, V, L], for objectives that run extra passes: a momentum encoder, a frozen
-copy, a masked-LM pass) and returns an ``ObjectiveOutput``. Extra networks (momentum or frozen copies,
-an MLM head) are built in the constructor from the encoder it is given, never by reaching into the
-model during a step. Objectives that run their own passes on the ids cannot be split by GradCache and
-say so with ``supports_gradcache = False``; those that read only labels from the batch (EASE's entity
-rows) get the batch under GradCache too.
+An objective is an ``nn.Module`` built as ``Objective(config, encoder)``. It holds the encoder as a
+registered submodule (``self.encoder``; frozen or momentum copies of it are submodules too, made with
+the encoder's ``frozen_copy()`` / ``momentum_copy()``), and ``forward(batch) → ObjectiveOutput`` computes
+the loss of a ``Batch`` (token ids [B, V, L], the rows' indices, and whatever the data adds: EASE's
+entity ids, CLINE's WordNet views). It calls only the encoder's public API: ``embed(batch)``,
+``embed_tokens``, ``token_states``, ``output_dim``, ``frozen_copy``, ``momentum_copy``, ``follow``,
+``freeze_input_embeddings``, ``masked_lm_head``.
+
+A *contrastive* objective (``ContrastiveObjective``) is a loss on the batch's embeddings: it implements
+``loss_from_embeddings(embeddings [B, V, D], batch)``, and its ``forward`` is ``embed`` then that. Only
+these can be trained with GradCache (training/gradcache.py calls ``loss_from_embeddings`` on embeddings
+computed chunk by chunk); whatever else it needs from the batch (token ids for a frozen reference's
+no-gradient pass, entity ids) it reads there.
+
+``mlm_weight`` means one thing everywhere: λ of a masked-LM term on the batch's sentences added to the
+loss, L = L_objective + λ · L_MLM. For most objectives it is SimCSE's optional auxiliary term (default 0,
+added by ``build_objective``); a ``MaskedLMObjective`` (TaCL, pre-training) computes it on its own masked
+pass and sets its own default.
 """
 
 from __future__ import annotations
@@ -57,51 +68,34 @@ class ContrastiveConfig(ObjectiveConfig):
 
 
 class Objective(nn.Module):
-    #: False when the objective runs passes of its own on the token ids (GradCache cannot chunk them).
-    supports_gradcache: bool = True
-    #: False when the objective needs no sentence embeddings (the loop then skips the encoder pass and
-    #: passes ``encoded=None``), e.g. TaCL's token-level loss.
-    uses_embeddings: bool = True
-    #: True when the objective computes its own MLM term from ``mlm_weight`` (no WithMLM wrapper).
-    includes_mlm: bool = False
-
     #: poolers whose sentence vector the objective's loss never trains, each with the reason: a recipe
     #: asking for one of them is refused (the row would measure the untrained start model)
     untrained_poolers: ClassVar[dict[str, str]] = {}
 
-    def forward(self, encoded, batch=None) -> ObjectiveOutput:  # pragma: no cover - interface
+    def __init__(self, config: ObjectiveConfig, encoder: nn.Module | None = None):
+        super().__init__()
+        self.encoder = encoder  # registered first: its parameters lead the optimiser's groups
+        self.config = config
+
+    def forward(self, batch) -> ObjectiveOutput:  # pragma: no cover - interface
         raise NotImplementedError
+
+    def require_encoder(self) -> nn.Module:
+        if self.encoder is None:
+            raise ValueError(f"{type(self).__name__} needs the encoder: build it with encoder=")
+        return self.encoder
 
     @classmethod
     def check_pooler(cls, pooler: str) -> None:
         if pooler in cls.untrained_poolers:
             raise ConfigError(f"model.pooler: {pooler!r} {cls.untrained_poolers[pooler]}")
 
-    def bind_records(self, records) -> None:
-        """See the training rows before the optimiser is built (``batch.indices`` index them); objectives
-        whose data carries labels (EASE's entities) build their tables here."""
 
+class ContrastiveObjective(Objective):
+    """A loss on the batch's embeddings; GradCache trains these (see the module's docstring)."""
 
-def keep_reference(module: nn.Module, name: str, other: nn.Module) -> None:
-    """Hold ``other`` without registering it: its parameters stay the encoder's, not counted twice."""
-    module.__dict__[name] = other
+    def forward(self, batch) -> ObjectiveOutput:
+        return self.loss_from_embeddings(self.require_encoder().embed(batch), batch)
 
-
-def frozen(module: nn.Module) -> nn.Module:
-    """``module`` without gradients and in eval mode (no dropout); keep it so with ``FrozenParts``."""
-    for parameter in module.parameters():
-        parameter.requires_grad_(False)
-    return module.eval()
-
-
-class FrozenParts:
-    """Mixin for objectives holding frozen networks (named in ``frozen_parts``): they stay in eval mode
-    when the loop calls ``train()``."""
-
-    frozen_parts: tuple[str, ...] = ()
-
-    def train(self, mode: bool = True):
-        super().train(mode)  # type: ignore[misc]
-        for name in self.frozen_parts:
-            getattr(self, name).eval()
-        return self
+    def loss_from_embeddings(self, embeddings: torch.Tensor, batch=None) -> ObjectiveOutput:
+        raise NotImplementedError  # pragma: no cover - interface

@@ -25,7 +25,6 @@ non-uniformity by gradient) with Wang & Isola's uniformity kernel.
 
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import dataclass
 
@@ -33,14 +32,8 @@ import torch
 import torch.nn.functional as F
 
 from sentcl.config import ConfigError
-from sentcl.model import EncodedBatch, SentenceEncoder
-from sentcl.objectives.base import (
-    ContrastiveConfig,
-    FrozenParts,
-    Objective,
-    ObjectiveOutput,
-    frozen,
-)
+from sentcl.model import SentenceEncoder
+from sentcl.objectives.base import ContrastiveConfig, ContrastiveObjective, ObjectiveOutput
 from sentcl.objectives.similarity import cosine_matrix, gather_with_grad
 
 #: ``complementary_model: start``: a frozen copy of the starting encoder
@@ -102,30 +95,24 @@ def dclr_loss(
     return F.cross_entropy(logits, offset + rows)
 
 
-class DCLR(FrozenParts, Objective):
-    supports_gradcache = False
-    frozen_parts = ("complementary",)
-
-    def __init__(self, config: DCLRConfig | None = None, encoder: SentenceEncoder | None = None):
-        super().__init__()
-        self.config = config or DCLRConfig(complementary_model=START)
+class DCLR(ContrastiveObjective):
+    def __init__(self, config: DCLRConfig | None = None, encoder: SentenceEncoder | None = None, data=None):
+        super().__init__(config or DCLRConfig(complementary_model=START), encoder)
         self.config.validate()
         if self.config.complementary_model != START:
-            complementary = SentenceEncoder.load(self.config.complementary_model)
-        elif encoder is not None:
-            complementary = copy.deepcopy(encoder)
+            self.complementary = SentenceEncoder.load(self.config.complementary_model).frozen_copy()
         else:
-            raise ValueError("DCLR with complementary_model 'start' needs encoder=")
-        self.complementary = frozen(complementary)  # always without dropout
+            self.complementary = self.require_encoder().frozen_copy()  # always without dropout
 
-    def forward(self, encoded: EncodedBatch, batch=None) -> ObjectiveOutput:
+    def loss_from_embeddings(self, embeddings: torch.Tensor, batch=None) -> ObjectiveOutput:
         if batch is None:
             raise ValueError("DCLR needs the batch's token ids for its complementary encoder")
-        c, embeddings = self.config, encoded.embeddings
+        c = self.config
         if embeddings.shape[1] != 2:
             raise ValueError(f"DCLR needs 2 views per example, got {embeddings.shape[1]}")
         with torch.no_grad():
-            reference = self.complementary.embed(batch.input_ids[:, 0], batch.attention_mask[:, 0]).float()
+            reference = self.complementary.encode_tokens(batch.input_ids[:, 0], batch.attention_mask[:, 0])
+            reference = reference.float()
         candidates, offset = gather_with_grad(embeddings[:, 1])
         everyone_reference, _ = gather_with_grad(reference)
         weights = (cosine_matrix(reference, everyone_reference) < c.phi).float()

@@ -31,8 +31,8 @@ from torch import nn
 
 from sentcl.config import ConfigError, expand_path
 from sentcl.data import DataError
-from sentcl.model import EncodedBatch, SentenceEncoder
-from sentcl.objectives.base import ContrastiveConfig, Objective, ObjectiveOutput
+from sentcl.model import SentenceEncoder
+from sentcl.objectives.base import ContrastiveConfig, ContrastiveObjective, ObjectiveOutput
 from sentcl.objectives.info_nce import info_nce_loss
 from sentcl.objectives.similarity import cosine_matrix
 
@@ -98,62 +98,50 @@ def ease_entity_loss(
     return F.cross_entropy(logits, torch.arange(len(sentences), device=sentences.device))
 
 
-class EASE(Objective):
-    def __init__(self, config: EASEConfig | None = None, encoder: SentenceEncoder | None = None):
-        super().__init__()
-        self.config = config or EASEConfig()
-        if encoder is None:
-            raise ValueError("EASE needs the encoder (its dimension)")
-        self.sentence_dim = encoder.dimension
-        self.index: dict[str, int] = {}
-        self.entities: nn.Embedding | None = None
-        self.projection: nn.Linear | None = None
-        self.rows: list[tuple[int, int | None]] = []  # per training row: (entity id, hard negative id)
+class EASE(ContrastiveObjective):
+    """The entity table is built from the training data's label columns (``data``: the dataset, whose
+    ``label_names`` are the entities and whose batches carry each row's entity ids in ``labels``)."""
 
-    def bind_records(self, records) -> None:
-        """Build the entity vocabulary and table from the rows' entity columns (after the sentence)."""
-        if records.n_columns not in (2, 3):
+    def __init__(self, config: EASEConfig | None = None, encoder: SentenceEncoder | None = None, data=None):
+        super().__init__(config or EASEConfig(), encoder)
+        if data is None:
+            raise ValueError("EASE builds its entity table from the training data: pass data=")
+        if data.label_columns not in (1, 2):
             raise DataError(
-                f"{records.path}: EASE reads sentence, entity[, hard_negative_entity] rows "
-                f"(data.text_columns: 1); these rows have {records.n_columns} column(s)"
+                f"{data.records.path}: EASE reads sentence, entity[, hard_negative_entity] rows "
+                f"(data.text_columns: 1); these rows have {data.records.n_columns} column(s)"
             )
-        names = sorted({name for row in records.rows for name in row[1:]})
-        self.index = {name: i for i, name in enumerate(names)}
-        self.rows = [
-            (self.index[row[1]], self.index[row[2]] if len(row) == 3 else None) for row in records.rows
-        ]
-        c = self.config
+        c, names = self.config, data.label_names
         vectors = (
             read_entity_vectors(expand_path(c.entity_vectors, "objective.entity_vectors"))
             if c.entity_vectors
             else {}
         )
-        dim = len(next(iter(vectors.values()))) if vectors else (c.entity_dim or self.sentence_dim)
+        sentence_dim = self.require_encoder().output_dim
+        dim = len(next(iter(vectors.values()))) if vectors else (c.entity_dim or sentence_dim)
         self.entities = nn.Embedding(len(names), dim)
         nn.init.normal_(self.entities.weight, std=0.02)
-        found = [name for name in names if name in vectors]
+        found = [i for i, name in enumerate(names) if name in vectors]
         with torch.no_grad():
-            for name in found:
-                self.entities.weight[self.index[name]] = vectors[name]
+            for i in found:
+                self.entities.weight[i] = vectors[names[i]]
         if vectors:
             logger.info(
                 "EASE: %d of %d entities initialised from %s", len(found), len(names), c.entity_vectors
             )
         self.entities.weight.requires_grad_(not c.freeze_entities)
-        self.projection = nn.Linear(dim, self.sentence_dim, bias=False)
+        self.projection = nn.Linear(dim, sentence_dim, bias=False)
         nn.init.normal_(self.projection.weight, std=dim**-0.5)
 
-    def forward(self, encoded: EncodedBatch, batch=None) -> ObjectiveOutput:
-        if self.entities is None or batch is None:
-            raise ValueError("EASE needs bind_records() first and the batch's row indices")
-        c, embeddings = self.config, encoded.embeddings
-        device = embeddings.device
-        pairs = [self.rows[int(i)] for i in batch.indices]
-        entity_ids = torch.tensor([p[0] for p in pairs], device=device)
+    def loss_from_embeddings(self, embeddings: torch.Tensor, batch=None) -> ObjectiveOutput:
+        if batch is None or batch.labels is None:
+            raise ValueError("EASE needs the batch's entity ids (batch.labels, from its dataset)")
+        c = self.config
+        entity_ids = batch.labels[:, 0].to(embeddings.device)
         entities = self.projection(self.entities(entity_ids))
         hard = None
-        if pairs[0][1] is not None:
-            hard = self.projection(self.entities(torch.tensor([p[1] for p in pairs], device=device)))
+        if batch.labels.shape[1] == 2:
+            hard = self.projection(self.entities(batch.labels[:, 1].to(embeddings.device)))
         entity_term = ease_entity_loss(embeddings[:, 0], entities, entity_ids, hard, c.temperature)
         loss, terms = entity_term, {"entity": entity_term.detach()}
         if c.self_weight > 0:

@@ -19,8 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from sentcl.config import ConfigError
-from sentcl.model import EncodedBatch
-from sentcl.objectives.base import ContrastiveConfig, Objective, ObjectiveOutput
+from sentcl.objectives.base import ContrastiveConfig, ContrastiveObjective, ObjectiveOutput
 from sentcl.objectives.similarity import cosine_matrix, gather_with_grad
 
 
@@ -55,15 +54,13 @@ def info_nce_loss(
     return F.cross_entropy(logits, offset + rows)
 
 
-class InfoNCE(Objective):
+class InfoNCE(ContrastiveObjective):
     """SimCSE's loss on encoded views: view 0 anchors, view 1 positives, view 2 hard negatives."""
 
-    def __init__(self, config: InfoNCEConfig | None = None, encoder=None):
-        super().__init__()
-        self.config = config or InfoNCEConfig()
+    def __init__(self, config: InfoNCEConfig | None = None, encoder=None, data=None):
+        super().__init__(config or InfoNCEConfig(), encoder)
 
-    def forward(self, encoded: EncodedBatch, batch=None) -> ObjectiveOutput:
-        embeddings = encoded.embeddings  # [B, V, D]
+    def loss_from_embeddings(self, embeddings: torch.Tensor, batch=None) -> ObjectiveOutput:
         views = embeddings.shape[1]
         if views not in (2, 3):
             raise ValueError(f"SimCSE needs 2 or 3 views per example, got {views}")

@@ -4,27 +4,21 @@
 
 Masking is BERT's (15 % of the non-special, non-padding tokens; of those 80 % → [MASK], 10 % → a
 random token, 10 % kept) on the batch's own ids; whole-word masking is an option (``sentcl
-pretrain``). The masked ids go through the *same* backbone a second time; the head is the backbone's
-own MLM head where the checkpoint has one (BERT's ``cls.predictions``, RoBERTa's ``lm_head``), a fresh
-one of the same architecture otherwise (e.g. all-MiniLM-L6-v2, saved without it); either way its
-decoder is tied to the backbone's input embeddings. Only the selected positions go through the head,
-so the vocabulary projection costs 15 % of a full one.
+pretrain``). The masked ids go through the *same* encoder a second time; the head is the encoder's
+``masked_lm_head()``: the checkpoint's own MLM head where it has one (BERT's ``cls.predictions``,
+RoBERTa's ``lm_head``), a fresh one of the same architecture otherwise (e.g. all-MiniLM-L6-v2, saved
+without it); either way its decoder is tied to the input embeddings. Only the selected positions go
+through the head, so the vocabulary projection costs 15 % of a full one.
 """
 
 from __future__ import annotations
 
-import logging
-
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import AutoModelForMaskedLM
 
-from sentcl.model import ModelLoadError, SentenceEncoder, backbone_states
-from sentcl.model.backbone import resolve_model_path
-from sentcl.objectives.base import Objective, ObjectiveOutput, keep_reference
-
-logger = logging.getLogger(__name__)
+from sentcl.model import ModelLoadError
+from sentcl.objectives.base import Objective, ObjectiveOutput
 
 
 def mask_tokens(
@@ -62,44 +56,6 @@ def mask_tokens(
     return masked.to(input_ids.device), labels.to(input_ids.device)
 
 
-def split_mlm_model(full: nn.Module, source: str) -> tuple[nn.Module, nn.Module]:
-    """(backbone, MLM head) of an ``AutoModelForMaskedLM`` model, e.g. (``bert``, ``cls``)."""
-    prefix = full.base_model_prefix
-    heads = [module for name, module in full.named_children() if name != prefix]
-    if len(heads) != 1:
-        raise ModelLoadError(f"{source}: cannot tell the MLM head apart from the backbone")
-    return full.base_model, heads[0]
-
-
-def build_mlm_head(encoder: SentenceEncoder) -> nn.Module:
-    """The checkpoint's MLM head (fresh where it has none), decoder tied to the encoder's embeddings."""
-    source = resolve_model_path(getattr(encoder, "source", None) or encoder.backbone.name_or_path)
-    try:
-        full, info = AutoModelForMaskedLM.from_pretrained(source, output_loading_info=True)
-    except (OSError, ValueError) as exc:
-        raise ModelLoadError(f"{source}: no masked-LM head for this architecture ({exc})") from None
-    _, head = split_mlm_model(full, source)
-    fresh = any(not key.startswith(full.base_model_prefix) for key in info["missing_keys"])
-    logger.info("MLM head: %s", "fresh (the checkpoint has none)" if fresh else "the checkpoint's own")
-    decoder = full.get_output_embeddings()
-    decoder.weight = encoder.backbone.get_input_embeddings().weight  # tied, as in BERT
-    return head.to(encoder.device)
-
-
-def mlm_loss(encoder: SentenceEncoder, head: nn.Module, masked: torch.Tensor, attention_mask, labels):
-    """Cross-entropy of the head's predictions at the masked positions only."""
-    return masked_lm_loss(encoder.backbone, head, masked, attention_mask, labels, encoder.unpads_training())
-
-
-def masked_lm_loss(
-    backbone: nn.Module, head: nn.Module, masked: torch.Tensor, attention_mask, labels, unpad: bool = False
-):
-    """Cross-entropy of ``head`` on ``backbone``'s states at the masked positions only (``unpad``: the
-    backbone sees the real tokens only, model/packing.py)."""
-    hidden, _ = backbone_states(backbone, masked, attention_mask, unpad=unpad)
-    return head_loss(head, hidden, labels)
-
-
 def head_loss(head: nn.Module, hidden: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Cross-entropy of ``head`` on ``hidden`` [N, L, H] at the positions whose label is not −100."""
     selected = labels != -100
@@ -109,28 +65,39 @@ def head_loss(head: nn.Module, hidden: torch.Tensor, labels: torch.Tensor) -> to
     return F.cross_entropy(logits.float(), labels[selected])
 
 
+def mlm_term(encoder, head: nn.Module, batch, probability: float) -> torch.Tensor:
+    """L_MLM on every view of ``batch`` (SimCSE masks all of them): BERT masking, one pass of the
+    encoder's backbone over the masked ids, cross-entropy at the masked positions."""
+    length = batch.input_ids.shape[-1]
+    ids, mask = batch.input_ids.reshape(-1, length), batch.attention_mask.reshape(-1, length)
+    masked, labels = mask_tokens(ids, mask, encoder.tokenizer, probability)
+    return head_loss(head, encoder.token_states(masked, mask), labels)
+
+
+class MaskedLMObjective(Objective):
+    """An objective whose own loss includes the masked-LM term on its own masked pass (TaCL; masked-LM
+    pre-training): ``build_objective`` adds no second one. Its ``mlm_weight`` is the same λ."""
+
+
 class WithMLM(Objective):
-    """``inner`` + λ · MLM on every view of the batch (SimCSE masks all of them)."""
+    """``inner`` + λ · L_MLM on every view of the batch (SimCSE's ``do_mlm``, λ = 0.1 there)."""
 
-    supports_gradcache = False
-
-    def __init__(self, inner: Objective, encoder: SentenceEncoder, weight: float, probability: float):
-        super().__init__()
+    def __init__(self, inner: Objective, weight: float, probability: float):
+        nn.Module.__init__(self)
         self.inner, self.weight, self.probability = inner, weight, probability
-        self.head = build_mlm_head(encoder)
-        keep_reference(self, "encoder", encoder)
+        self.head = inner.require_encoder().masked_lm_head()
 
-    def bind_records(self, records) -> None:
-        self.inner.bind_records(records)
+    @property
+    def encoder(self):
+        return self.inner.encoder  # one registration of the encoder: the inner objective's
 
-    def forward(self, encoded, batch=None) -> ObjectiveOutput:
-        if batch is None:
-            raise ValueError("the MLM objective needs the batch's token ids")
-        output = self.inner(encoded, batch)
-        length = batch.input_ids.shape[-1]
-        ids, mask = batch.input_ids.reshape(-1, length), batch.attention_mask.reshape(-1, length)
-        masked, labels = mask_tokens(ids, mask, self.encoder.tokenizer, self.probability)
-        mlm = mlm_loss(self.encoder, self.head, masked, mask, labels)
+    @property
+    def config(self):
+        return self.inner.config
+
+    def forward(self, batch) -> ObjectiveOutput:
+        output = self.inner(batch)
+        mlm = mlm_term(self.encoder, self.head, batch, self.probability)
         return ObjectiveOutput(
             loss=output.loss + self.weight * mlm, terms=output.terms | {"mlm": mlm.detach()}
         )

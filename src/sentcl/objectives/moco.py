@@ -17,15 +17,13 @@ state, so a checkpoint holds them and resume is exact.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
 from sentcl.config import ConfigError
-from sentcl.model import EncodedBatch
-from sentcl.objectives.base import ContrastiveConfig, Objective, ObjectiveOutput
+from sentcl.objectives.base import ContrastiveConfig, ContrastiveObjective, ObjectiveOutput
 from sentcl.objectives.similarity import gather_with_grad
 
 
@@ -43,30 +41,13 @@ class MoCoConfig(ContrastiveConfig):
             raise ConfigError(f"momentum: must be in [0, 1), got {self.momentum}")
 
 
-class MoCo(Objective):
-    supports_gradcache = False
-
-    def __init__(self, config: MoCoConfig | None = None, encoder=None):
-        super().__init__()
-        if encoder is None:
-            raise ValueError("MoCo builds its key encoder from the trained encoder: pass encoder=")
-        self.config = config or MoCoConfig()
-        self.query_encoder = [encoder]  # a plain list: not registered, its parameters are the encoder's
-        self.key_encoder = copy.deepcopy(encoder)
-        for parameter in self.key_encoder.parameters():
-            parameter.requires_grad_(False)
-        dim = encoder.dimension if encoder.head is None else encoder.head.dense.out_features
-        self.register_buffer("queue", torch.zeros(self.config.queue_size, dim))
+class MoCo(ContrastiveObjective):
+    def __init__(self, config: MoCoConfig | None = None, encoder=None, data=None):
+        super().__init__(config or MoCoConfig(), encoder)
+        self.key_encoder = self.require_encoder().momentum_copy()
+        self.register_buffer("queue", torch.zeros(self.config.queue_size, encoder.output_dim))
         self.register_buffer("queue_pointer", torch.zeros((), dtype=torch.long))
         self.register_buffer("queue_filled", torch.zeros((), dtype=torch.long))
-
-    @torch.no_grad()
-    def momentum_update(self) -> None:
-        m = self.config.momentum
-        keys = [p for p in self.key_encoder.parameters()]
-        queries = [p.detach() for p in self.query_encoder[0].parameters()]
-        torch._foreach_mul_(keys, m)
-        torch._foreach_add_(keys, queries, alpha=1 - m)
 
     @torch.no_grad()
     def enqueue(self, keys: torch.Tensor) -> None:
@@ -79,19 +60,18 @@ class MoCo(Objective):
         self.queue_pointer.copy_((self.queue_pointer + len(keys)) % size)
         self.queue_filled.copy_(torch.clamp(self.queue_filled + len(keys), max=size))
 
-    def forward(self, encoded: EncodedBatch, batch=None) -> ObjectiveOutput:
+    def loss_from_embeddings(self, embeddings: torch.Tensor, batch=None) -> ObjectiveOutput:
+        """Queries are ``embeddings[:, 0]``; the keys come from the key encoder's pass on the batch's ids
+        (no gradient, so GradCache can chunk the query passes)."""
         if batch is None:
             raise ValueError("MoCo needs the batch's token ids for its key encoder")
         c = self.config
-        self.momentum_update()
+        self.key_encoder.follow(self.encoder, c.momentum)  # θ_k ← m·θ_k + (1 − m)·θ_q
         view = min(1, batch.input_ids.shape[1] - 1)
-        self.key_encoder.train(self.query_encoder[0].training)  # dropout as in the query encoder
         with torch.no_grad():
-            keys = self.key_encoder(
-                batch.input_ids[:, view : view + 1], batch.attention_mask[:, view : view + 1]
-            ).embeddings[:, 0]
+            keys = self.key_encoder.embed_tokens(batch.input_ids[:, view], batch.attention_mask[:, view])
             keys = F.normalize(keys.float(), dim=-1)
-        queries = F.normalize(encoded.embeddings[:, 0], dim=-1)
+        queries = F.normalize(embeddings[:, 0], dim=-1)
         all_keys, offset = gather_with_grad(keys)  # no gradient exists to flow; this only gathers
         rows = torch.arange(len(queries), device=queries.device)
         if c.in_batch_negatives:

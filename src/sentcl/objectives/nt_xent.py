@@ -20,8 +20,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from sentcl.model import EncodedBatch
-from sentcl.objectives.base import ContrastiveConfig, Objective, ObjectiveOutput
+from sentcl.objectives.base import ContrastiveConfig, ContrastiveObjective, ObjectiveOutput
 from sentcl.objectives.similarity import cosine_matrix, gather_with_grad
 
 
@@ -48,13 +47,11 @@ def nt_xent_loss(
     return F.cross_entropy(logits, other)
 
 
-class NTXent(Objective):
-    def __init__(self, config: NTXentConfig | None = None, encoder=None):
-        super().__init__()
-        self.config = config or NTXentConfig()
+class NTXent(ContrastiveObjective):
+    def __init__(self, config: NTXentConfig | None = None, encoder=None, data=None):
+        super().__init__(config or NTXentConfig(), encoder)
 
-    def forward(self, encoded: EncodedBatch, batch=None) -> ObjectiveOutput:
-        embeddings = encoded.embeddings
+    def loss_from_embeddings(self, embeddings: torch.Tensor, batch=None) -> ObjectiveOutput:
         if embeddings.shape[1] != 2:
             raise ValueError(f"NT-Xent needs exactly 2 views per example, got {embeddings.shape[1]}")
         everyone, offset = gather_with_grad(embeddings)

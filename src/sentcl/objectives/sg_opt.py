@@ -23,7 +23,6 @@ code: τ = 0.01, λ = 0.1, embeddings frozen, all layers (0…L). Negatives are 
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
@@ -31,14 +30,8 @@ import torch
 from torch import nn
 
 from sentcl.config import ConfigError
-from sentcl.model import EncodedBatch, SentenceEncoder
-from sentcl.objectives.base import (
-    ContrastiveConfig,
-    FrozenParts,
-    Objective,
-    ObjectiveOutput,
-    frozen,
-)
+from sentcl.model import SentenceEncoder
+from sentcl.objectives.base import ContrastiveConfig, ContrastiveObjective, ObjectiveOutput
 from sentcl.objectives.nt_xent import nt_xent_loss
 from sentcl.objectives.similarity import cosine_matrix
 
@@ -94,40 +87,36 @@ def projection_head(hidden: int, size: int, init_std: float) -> nn.Sequential:
     return head
 
 
-class SelfGuided(FrozenParts, Objective):
-    supports_gradcache = False
-    frozen_parts = ("fixed",)
+class SelfGuided(ContrastiveObjective):
     untrained_poolers: ClassVar[dict[str, str]] = {
         "cls": "puts SimCSE's tanh MLP head in front of SG-OPT's own projection head, which the paper does "
         "not have; use cls_before_pooler (the paper's last-layer [CLS]) or avg"
     }
 
-    def __init__(self, config: SGConfig | None = None, encoder: SentenceEncoder | None = None):
-        super().__init__()
-        if encoder is None:
-            raise ValueError("SG-OPT needs the encoder: BERT_F is a frozen copy of it")
-        self.config = c = config or SGConfig()
-        self.fixed = frozen(copy.deepcopy(encoder.backbone))
+    def __init__(self, config: SGConfig | None = None, encoder: SentenceEncoder | None = None, data=None):
+        super().__init__(config or SGConfig(), encoder)
+        c = self.config
+        self.fixed = self.require_encoder().frozen_copy()  # BERT_F
         if c.freeze_embeddings:
-            encoder.backbone.get_input_embeddings().weight.requires_grad_(False)
-            for parameter in getattr(encoder.backbone, "embeddings", nn.Module()).parameters():
-                parameter.requires_grad_(False)
-        std = getattr(encoder.backbone.config, "initializer_range", 0.02)
-        self.projection = projection_head(encoder.dimension, c.projection_size, std)
-        self.tuned = dict(encoder.backbone.named_parameters())  # plain dict: not registered twice
+            encoder.freeze_input_embeddings()
+        self.projection = projection_head(encoder.dimension, c.projection_size, encoder.initializer_range)
 
     def regularizer(self) -> torch.Tensor:
+        """Σ_θ ‖θ_T − θ_F‖² over BERT_T's trained parameters (the two encoders share one architecture)."""
         fixed = dict(self.fixed.named_parameters())
-        return sum((p - fixed[name]).pow(2).sum() for name, p in self.tuned.items() if p.requires_grad)
+        tuned = self.encoder.named_parameters()
+        return sum((p - fixed[name]).pow(2).sum() for name, p in tuned if p.requires_grad)
 
-    def forward(self, encoded: EncodedBatch, batch=None) -> ObjectiveOutput:
+    def loss_from_embeddings(self, embeddings: torch.Tensor, batch=None) -> ObjectiveOutput:
+        """c_i = ``embeddings[:, 0]`` (BERT_T); the guidance h comes from BERT_F's no-gradient pass on the
+        batch's ids, and the regulariser reaches the parameters directly (GradCache keeps both)."""
         if batch is None:
             raise ValueError("SG-OPT needs the batch's token ids for BERT_F")
         c = self.config
-        anchors = encoded.embeddings[:, 0]  # c_i from BERT_T, [B, D]
+        anchors = embeddings[:, 0]  # c_i from BERT_T, [B, D]
         ids, mask = batch.input_ids[:, 0], batch.attention_mask[:, 0]
         with torch.no_grad():
-            states = self.fixed(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states
+            states = self.fixed.token_states(ids, mask, all_layers=True)
             guidance = pool_layers(states, mask, c.layer_pooling)  # [B, K, D]
         projected_c = self.projection(anchors)
         projected_h = self.projection(guidance)

@@ -10,30 +10,22 @@ pushed from the teacher's states at the other positions of the same sequence:
 
 The MLM term is computed on the same masked pass of the student (so TaCL adds one teacher pass, not a
 second student pass); its head is the checkpoint's own (e.g. a ``sentcl pretrain`` model) or a fresh
-tied one. TaCL needs no sentence embeddings: the loop skips its usual forward pass
-(``uses_embeddings = False``). Its paper's τ is 0.01 (our reading); cosine similarity of last-layer
+tied one. TaCL needs no sentence embeddings: it runs its own passes only (no ``loss_from_embeddings``,
+so no GradCache). Its paper's τ is 0.01 (our reading); cosine similarity of last-layer
 states.
 """
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
 
-from sentcl.model import SentenceEncoder, backbone_states
-from sentcl.objectives.base import (
-    ContrastiveConfig,
-    FrozenParts,
-    Objective,
-    ObjectiveOutput,
-    frozen,
-    keep_reference,
-)
-from sentcl.objectives.mlm import build_mlm_head, head_loss, mask_tokens
+from sentcl.model import SentenceEncoder
+from sentcl.objectives.base import ContrastiveConfig, ObjectiveOutput
+from sentcl.objectives.mlm import MaskedLMObjective, head_loss, mask_tokens
 
 
 @dataclass
@@ -62,37 +54,26 @@ def token_contrastive_loss(
     return -own[selected].mean()
 
 
-class TaCL(FrozenParts, Objective):
-    supports_gradcache = False
-    uses_embeddings = False
-    includes_mlm = True
-    frozen_parts = ("teacher",)
+class TaCL(MaskedLMObjective):
     untrained_poolers: ClassVar[dict[str, str]] = {
         name: "is never trained by TaCL: its token-level loss is on masked positions only, and special "
         "tokens are never masked; use avg (the tokens it trains)"
         for name in ("cls", "cls_before_pooler")
     }
 
-    def __init__(self, config: TaCLConfig | None = None, encoder: SentenceEncoder | None = None):
-        super().__init__()
-        if encoder is None:
-            raise ValueError("TaCL needs the encoder: its teacher is a frozen copy of it")
-        self.config = config or TaCLConfig()
-        self.teacher = frozen(copy.deepcopy(encoder.backbone))
-        self.head = build_mlm_head(encoder)
-        keep_reference(self, "encoder", encoder)
+    def __init__(self, config: TaCLConfig | None = None, encoder: SentenceEncoder | None = None, data=None):
+        super().__init__(config or TaCLConfig(), encoder)
+        self.teacher = self.require_encoder().frozen_copy()
+        self.head = encoder.masked_lm_head()
 
-    def forward(self, encoded=None, batch=None) -> ObjectiveOutput:
-        if batch is None:
-            raise ValueError("TaCL needs the batch's token ids")
+    def forward(self, batch) -> ObjectiveOutput:
         c = self.config
         length = batch.input_ids.shape[-1]
         ids, mask = batch.input_ids.reshape(-1, length), batch.attention_mask.reshape(-1, length)
         masked, labels = mask_tokens(ids, mask, self.encoder.tokenizer, c.mlm_probability)
-        unpad = self.encoder.unpads_training()
-        student, _ = backbone_states(self.encoder.backbone, masked, mask, unpad=unpad)
+        student = self.encoder.token_states(masked, mask)
         with torch.no_grad():
-            teacher, _ = backbone_states(self.teacher, ids, mask, unpad=unpad)
+            teacher = self.teacher.token_states(ids, mask)
         contrast = token_contrastive_loss(student, teacher, mask, labels != -100, c.temperature)
         mlm = head_loss(self.head, student, labels)
         return ObjectiveOutput(

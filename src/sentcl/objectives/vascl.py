@@ -23,8 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from sentcl.config import ConfigError
-from sentcl.model import EncodedBatch
-from sentcl.objectives.base import ContrastiveConfig, Objective, ObjectiveOutput
+from sentcl.objectives.base import ContrastiveConfig, ContrastiveObjective, ObjectiveOutput
 from sentcl.objectives.info_nce import info_nce_loss
 from sentcl.objectives.similarity import cosine_matrix, gather_with_grad
 
@@ -65,13 +64,12 @@ def virtual_perturbation(anchors: torch.Tensor, neighbours: torch.Tensor, radius
     return radius * base.norm(dim=-1, keepdim=True) * F.normalize(grad, dim=-1)
 
 
-class VaSCL(Objective):
-    def __init__(self, config: VaSCLConfig | None = None, encoder=None):
-        super().__init__()
-        self.config = config or VaSCLConfig()
+class VaSCL(ContrastiveObjective):
+    def __init__(self, config: VaSCLConfig | None = None, encoder=None, data=None):
+        super().__init__(config or VaSCLConfig(), encoder)
 
-    def forward(self, encoded: EncodedBatch, batch=None) -> ObjectiveOutput:
-        c, embeddings = self.config, encoded.embeddings
+    def loss_from_embeddings(self, embeddings: torch.Tensor, batch=None) -> ObjectiveOutput:
+        c = self.config
         if embeddings.shape[1] != 2 or embeddings.shape[0] < 2:
             raise ValueError("VaSCL needs 2 views and at least 2 examples")
         anchors = embeddings[:, 0]

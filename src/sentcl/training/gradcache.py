@@ -20,7 +20,6 @@ from __future__ import annotations
 import torch
 
 from sentcl.data import Batch
-from sentcl.model import EncodedBatch, SentenceEncoder
 from sentcl.objectives import ObjectiveOutput
 
 
@@ -35,35 +34,41 @@ def _set_rng_state(state: tuple, device: torch.device) -> None:
         torch.cuda.set_rng_state(state[1], device)
 
 
-def forward_backward(
-    encoder: SentenceEncoder, objective: torch.nn.Module, batch: Batch, chunk_size: int = 0
-) -> ObjectiveOutput:
+def chunkable(objective: torch.nn.Module) -> bool:
+    """Whether GradCache can train ``objective``: a loss on the batch's embeddings
+    (``loss_from_embeddings``, objectives/base.py)."""
+    return hasattr(objective, "loss_from_embeddings")
+
+
+def forward_backward(objective: torch.nn.Module, batch: Batch, chunk_size: int = 0) -> ObjectiveOutput:
     """Loss of ``batch`` with gradients accumulated into the parameters (backward already done)."""
     size = batch.input_ids.shape[0]
-    uses_embeddings = getattr(objective, "uses_embeddings", True)  # False: its own passes only (TaCL)
-    if chunk_size <= 0 or chunk_size >= size or not uses_embeddings:
-        encoded = encoder(batch.input_ids, batch.attention_mask) if uses_embeddings else None
-        output = objective(encoded, batch)
+    if chunk_size <= 0 or chunk_size >= size or not chunkable(objective):
+        output = objective(batch)
         if torch.isfinite(output.loss):
             output.loss.backward()
         return output
+    encoder = objective.encoder
     device = batch.input_ids.device
     chunks = [slice(start, start + chunk_size) for start in range(0, size, chunk_size)]
+
+    def part(chunk: slice):
+        return encoder.embed(Batch(batch.input_ids[chunk], batch.attention_mask[chunk], batch.indices[chunk]))
+
     states, parts = [], []
     with torch.no_grad():
         for chunk in chunks:
             states.append(_rng_state(device))
-            parts.append(encoder(batch.input_ids[chunk], batch.attention_mask[chunk]).embeddings)
-    embeddings = torch.cat(parts).requires_grad_()  # [B, V, D], a leaf: the loss stops here
-    output = objective(EncodedBatch(embeddings), batch)  # the batch's labels (EASE's entity rows)
+            parts.append(part(chunk))
+    embeddings = torch.cat(parts).requires_grad_()  # [B, V, D], a leaf: the encoder's graph stops here
+    output = objective.loss_from_embeddings(embeddings, batch)  # the whole batch: ids, labels
     if not torch.isfinite(output.loss):
         return output
-    output.loss.backward()
+    output.loss.backward()  # into the embeddings, and into parameters the loss reaches directly
     cached = embeddings.grad
     end_state = _rng_state(device)
     for chunk, state in zip(chunks, states, strict=True):
         _set_rng_state(state, device)
-        part = encoder(batch.input_ids[chunk], batch.attention_mask[chunk]).embeddings
-        part.backward(cached[chunk])
+        part(chunk).backward(cached[chunk])
     _set_rng_state(end_state, device)
     return output

@@ -30,7 +30,7 @@ from sentcl import finite_json
 from sentcl.analysis.alignment_uniformity import geometry_snapshot, stsb_probe
 from sentcl.atomic_write import atomic_file, recover_folder
 from sentcl.config import ConfigError, expand_path
-from sentcl.data import ContrastiveDataset, read_records
+from sentcl.data import ContrastiveDataset, build_dataset, read_records
 from sentcl.data.collate import group_by_length
 from sentcl.embedder import CachedEmbedder
 from sentcl.evaluation import STSEvaluator, resolve_data_dir
@@ -40,7 +40,7 @@ from sentcl.objectives import build_objective
 from sentcl.training import distributed
 from sentcl.training.checkpoint import LoopState, load_checkpoint, save_checkpoint
 from sentcl.training.child_tuning import ChildTuning
-from sentcl.training.gradcache import forward_backward
+from sentcl.training.gradcache import chunkable, forward_backward
 from sentcl.training.guards import UNTOUCHED, TrainingError, require_finite_metric, require_finite_weights
 from sentcl.training.metrics_log import MetricsLog
 from sentcl.training.optim import build_optimizer, build_scheduler
@@ -140,17 +140,15 @@ def train(config: TrainConfig) -> TrainResult:
             except FileNotFoundError as exc:
                 logger.warning("geometry is not logged: %s", exc)
     encoder = SentenceEncoder.from_config(config.model).to(device)
-    dataset = ContrastiveDataset(
-        records, encoder.tokenizer, config.data.max_length, config.data.n_views, config.data.text_columns
-    )
+    dataset = build_dataset(config.data, records, encoder.tokenizer)
     lengths = dataset.lengths()
-    objective = build_objective(config.objective_name, config.objective, encoder)
-    objective.bind_records(records)  # objectives with labels in the data (EASE's entities) read them here
-    objective = objective.to(device)
-    if loop.gradcache_chunk > 0 and not objective.supports_gradcache:
+    # the objective holds the encoder (and any frozen or momentum copy of it); tables it builds from the
+    # data (EASE's entities) come from the dataset
+    objective = build_objective(config.objective_name, config.objective, encoder, dataset).to(device)
+    if loop.gradcache_chunk > 0 and not chunkable(objective):
         raise ConfigError(
-            f"training.gradcache_chunk: objective {config.objective_name!r} runs its own passes on the "
-            f"token ids (momentum/frozen encoder or MLM), which GradCache cannot chunk; set it to 0"
+            f"training.gradcache_chunk: objective {config.objective_name!r} (or its MLM term) runs passes "
+            f"of its own whose gradients GradCache cannot chunk; set it to 0"
         )
     if context.is_main:  # the inputs are checked: only now is anything written
         open_output_dir(output_dir, config.to_dict())
@@ -170,7 +168,7 @@ def train(config: TrainConfig) -> TrainResult:
     warmup = loop.warmup_steps or int(loop.warmup_ratio * total_steps)
     child = None if loop.child_tuning.mode == "off" else ChildTuning(loop.child_tuning, encoder.backbone)
     # every tensor the optimiser updates (and Child-Tuning_D's masks, so a checkpoint holds them)
-    trained = torch.nn.ModuleList([encoder, objective] + ([child] if child is not None else []))
+    trained = torch.nn.ModuleList([objective] + ([child] if child is not None else []))
     optimizer = build_optimizer(trained, loop.learning_rate, loop.weight_decay)
     scheduler = build_scheduler(optimizer, warmup, total_steps)
     order = torch.Generator().manual_seed(loop.seed)  # the data order, one permutation per epoch
@@ -183,7 +181,7 @@ def train(config: TrainConfig) -> TrainResult:
         trained.train()  # with dropout, as in training
         child.estimate_fisher(
             fisher_batches(dataset, loop, context, device),
-            lambda batch: forward_backward(encoder, objective, batch, loop.gradcache_chunk),
+            lambda batch: forward_backward(objective, batch, loop.gradcache_chunk),
             trained,
         )
     logger.info(
@@ -226,7 +224,7 @@ def train(config: TrainConfig) -> TrainResult:
         if loop.start_is_candidate:
             consider(0, state.initial_metrics)
 
-    encoder.train()
+    objective.train()  # the encoder with dropout; frozen copies stay in eval mode
     share = loop.batch_size // context.world_size  # this rank's slice of each global batch
     amp = autocast_context(loop.autocast, device)
     window, window_tokens, started = [], 0, time.perf_counter()
@@ -241,7 +239,7 @@ def train(config: TrainConfig) -> TrainResult:
                 indices = indices[context.rank * share : (context.rank + 1) * share]
                 batch = dataset.collate([dataset[int(i)] for i in indices]).to(device)
                 with amp:
-                    output = forward_backward(encoder, objective, batch, loop.gradcache_chunk)
+                    output = forward_backward(objective, batch, loop.gradcache_chunk)
                 if not torch.isfinite(output.loss):
                     optimizer.zero_grad(set_to_none=True)
                     lines = [records.lines[int(i)] for i in batch.indices]
@@ -276,7 +274,7 @@ def train(config: TrainConfig) -> TrainResult:
                 if loop.eval_steps and (state.step % loop.eval_steps == 0 or state.step == total_steps):
                     if evaluator is not None:
                         consider(state.step, evaluate(state.step))
-                        encoder.train()
+                        objective.train()
                     distributed.barrier(context)
                 if context.is_main and loop.checkpoint_steps and state.step % loop.checkpoint_steps == 0:
                     save_checkpoint(

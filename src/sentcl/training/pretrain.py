@@ -43,10 +43,10 @@ from sentcl.data import DataError, read_records
 from sentcl.data.collate import TokenizedColumn, encode_in_chunks, group_by_length
 from sentcl.embedder import CachedEmbedder
 from sentcl.evaluation import STSEvaluator, resolve_data_dir
-from sentcl.model import ModelLoadError, SentenceEncoder, backbone_states, use_fast_dropout
+from sentcl.model import ModelLoadError, SentenceEncoder, backbone_states, split_mlm_model, use_fast_dropout
 from sentcl.model.backbone import resolve_model_path
 from sentcl.model.packing import unpad_by_default
-from sentcl.objectives.mlm import head_loss, mask_tokens, split_mlm_model
+from sentcl.objectives.mlm import head_loss, mask_tokens
 from sentcl.training import distributed
 from sentcl.training.checkpoint import LoopState, load_checkpoint, save_checkpoint
 from sentcl.training.guards import TrainingError, require_finite_metric, require_finite_weights

@@ -7,6 +7,7 @@ from sentcl.objectives.align_uniform import AlignUniform, AlignUniformConfig
 from sentcl.objectives.base import ContrastiveObjective, Objective, ObjectiveConfig, ObjectiveOutput
 from sentcl.objectives.cline import CLINE, CLINEConfig
 from sentcl.objectives.dclr import DCLR, DCLRConfig
+from sentcl.objectives.debiased import DebiasedConfig, DebiasedInfoNCE
 from sentcl.objectives.ease import EASE, EASEConfig
 from sentcl.objectives.info_nce import InfoNCE, InfoNCEConfig, info_nce_loss
 from sentcl.objectives.moco import MoCo, MoCoConfig
@@ -26,6 +27,7 @@ REGISTRY: dict[str, tuple[type, type]] = {
     "sg_opt": (SelfGuided, SGConfig),
     "ease": (EASE, EASEConfig),
     "cline": (CLINE, CLINEConfig),
+    "debiased_simcse": (DebiasedInfoNCE, DebiasedConfig),
 }
 
 
@@ -49,6 +51,8 @@ __all__ = [
     "AlignUniform",
     "CLINEConfig",
     "ContrastiveObjective",
+    "DebiasedConfig",
+    "DebiasedInfoNCE",
     "EASEConfig",
     "InfoNCE",
     "InfoNCEConfig",

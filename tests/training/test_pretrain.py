@@ -6,9 +6,10 @@ from transformers import AutoModelForMaskedLM
 
 from sentcl.config import ConfigError
 from sentcl.data import DataError
+from sentcl.data.sentences import SentencesDataset, SentenceTokens
 from sentcl.model import SentenceEncoder
 from sentcl.objectives.mlm import mask_tokens
-from sentcl.training.pretrain import SentenceTokens, load_pretrain_recipe, pretrain
+from sentcl.training.pretrain import load_pretrain_recipe, pretrain
 from tests.conftest import SENTENCES
 
 ARCHITECTURE = {
@@ -40,8 +41,9 @@ def corpus(tmp_path):
 def test_whole_word_masking_masks_every_piece_of_a_selected_word_together(tiny_model_dir):
     tokenizer = SentenceEncoder.load(str(tiny_model_dir)).tokenizer
     text = "zebras quizzically jump"  # words the tiny vocabulary splits into many pieces
-    tokens = SentenceTokens([text] * 500, tokenizer, 32)
-    ids, mask, words = tokens.batch(list(range(500)))
+    dataset = SentencesDataset(SentenceTokens([text] * 500, tokenizer, 32), range(500), "corpus")
+    batch = dataset.collate([dataset[i] for i in range(500)])
+    ids, mask, words = batch.input_ids[:, 0], batch.attention_mask[:, 0], batch.word_ids[:, 0]
     assert words.max() == 2 and (words[0] == 0).sum() > 2  # a word of several pieces
     torch.manual_seed(0)
     _, labels = mask_tokens(ids, mask, tokenizer, 0.3, words)
@@ -76,6 +78,7 @@ def test_from_scratch_learns_and_saves_a_loadable_masked_lm(tmp_path, corpus, ti
 
 
 def test_continues_a_checkpoint_and_resumes_bit_identically(tmp_path, corpus, tiny_model_dir, monkeypatch):
+    import sentcl.training.loop as loop_module
     import sentcl.training.pretrain as module
 
     model = {"name_or_path": str(tiny_model_dir)}  # a BertModel without MLM head: a fresh one is added
@@ -83,7 +86,7 @@ def test_continues_a_checkpoint_and_resumes_bit_identically(tmp_path, corpus, ti
         load_pretrain_recipe(write_recipe(tmp_path, model, corpus, tmp_path / "a", checkpoint_steps=4))
     )
     assert straight.steps == 12
-    real_save = module.save_checkpoint
+    real_save = loop_module.save_checkpoint  # pre-training runs the training loop
 
     class SimulatedCrashError(Exception):
         pass
@@ -92,11 +95,11 @@ def test_continues_a_checkpoint_and_resumes_bit_identically(tmp_path, corpus, ti
         real_save(*args, **kwargs)
         raise SimulatedCrashError
 
-    monkeypatch.setattr(module, "save_checkpoint", save_then_crash)
+    monkeypatch.setattr(loop_module, "save_checkpoint", save_then_crash)
     recipe = load_pretrain_recipe(write_recipe(tmp_path, model, corpus, tmp_path / "b", checkpoint_steps=4))
     with pytest.raises(SimulatedCrashError):
         pretrain(recipe)
-    monkeypatch.setattr(module, "save_checkpoint", real_save)
+    monkeypatch.setattr(loop_module, "save_checkpoint", real_save)
     pretrain(module.replace_pretrain_training(recipe, resume=True))
     a = AutoModelForMaskedLM.from_pretrained(str(tmp_path / "a" / "model")).state_dict()
     b = AutoModelForMaskedLM.from_pretrained(str(tmp_path / "b" / "model")).state_dict()

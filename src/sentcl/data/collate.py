@@ -29,6 +29,8 @@ class Batch:
     labels: torch.Tensor | None = None
     #: [B, V, L] per-token labels a view maker adds (CLINE's replaced-token flags, −100 where none)
     token_labels: torch.Tensor | None = None
+    #: [B, V, L] the word each token belongs to (−1 for special tokens and padding), for whole-word masking
+    word_ids: torch.Tensor | None = None
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -40,7 +42,7 @@ class Batch:
 
         return Batch(
             self.input_ids.to(device), self.attention_mask.to(device), self.indices,
-            move(self.labels), move(self.token_labels),
+            move(self.labels), move(self.token_labels), move(self.word_ids),
         )  # fmt: skip
 
 
@@ -146,6 +148,11 @@ class ContrastiveDataset(torch.utils.data.Dataset):
     def lengths(self) -> np.ndarray:
         """Tokens of each example: the longest of its views."""
         return np.max([column.lengths() for column in self.columns], axis=0)
+
+    def describe(self, rows) -> str:
+        """Where the examples ``rows`` come from, for an error message: the file and its lines."""
+        lines = [self.records.lines[int(i)] for i in rows]
+        return f"{self.records.path} lines {lines[:10]}{' …' if len(lines) > 10 else ''}"
 
 
 def group_by_length(

@@ -10,6 +10,7 @@ from sentcl.objectives.dclr import DCLR, DCLRConfig
 from sentcl.objectives.debiased import DebiasedConfig, DebiasedInfoNCE
 from sentcl.objectives.ease import EASE, EASEConfig
 from sentcl.objectives.info_nce import InfoNCE, InfoNCEConfig, info_nce_loss
+from sentcl.objectives.mlm import MaskedLM, MaskedLMConfig, MaskedLMObjective, WithMLM
 from sentcl.objectives.moco import MoCo, MoCoConfig
 from sentcl.objectives.nt_xent import NTXent, NTXentConfig
 from sentcl.objectives.sg_opt import SelfGuided, SGConfig
@@ -28,14 +29,13 @@ REGISTRY: dict[str, tuple[type, type]] = {
     "ease": (EASE, EASEConfig),
     "cline": (CLINE, CLINEConfig),
     "debiased_simcse": (DebiasedInfoNCE, DebiasedConfig),
+    "masked_lm": (MaskedLM, MaskedLMConfig),
 }
 
 
 def build_objective(name: str, config: ObjectiveConfig, encoder, data=None) -> Objective:
     """``REGISTRY[name]`` built on ``encoder`` (and ``data``, the training dataset, for objectives whose
     tables come from it: EASE's entities)."""
-    from sentcl.objectives.mlm import MaskedLMObjective, WithMLM
-
     objective_class, _ = REGISTRY[name]
     objective = objective_class(config, encoder, data)
     if config.mlm_weight > 0 and not isinstance(objective, MaskedLMObjective):
@@ -56,6 +56,9 @@ __all__ = [
     "EASEConfig",
     "InfoNCE",
     "InfoNCEConfig",
+    "MaskedLM",
+    "MaskedLMConfig",
+    "MaskedLMObjective",
     "MoCo",
     "NTXent",
     "Objective",
@@ -66,6 +69,7 @@ __all__ = [
     "TaCL",
     "TaCLConfig",
     "VaSCL",
+    "WithMLM",
     "build_objective",
     "info_nce_loss",
 ]

@@ -13,12 +13,14 @@ through the head, so the vocabulary projection costs 15 % of a full one.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from sentcl.model import ModelLoadError
-from sentcl.objectives.base import Objective, ObjectiveOutput
+from sentcl.objectives.base import Objective, ObjectiveConfig, ObjectiveOutput
 
 
 def mask_tokens(
@@ -75,8 +77,43 @@ def mlm_term(encoder, head: nn.Module, batch, probability: float) -> torch.Tenso
 
 
 class MaskedLMObjective(Objective):
-    """An objective whose own loss includes the masked-LM term on its own masked pass (TaCL; masked-LM
-    pre-training): ``build_objective`` adds no second one. Its ``mlm_weight`` is the same λ."""
+    """An objective whose own loss includes the masked-LM term on its own masked pass (TaCL, CLINE,
+    masked-LM pre-training): ``build_objective`` adds no second one. Its ``mlm_weight`` is the same λ."""
+
+
+@dataclass
+class MaskedLMConfig(ObjectiveConfig):
+    #: λ of L_MLM, here the whole loss
+    mlm_weight: float = 1.0
+    #: select whole words (every piece of a word together) where the batch carries ``word_ids``
+    whole_word: bool = False
+
+
+class MaskedLM(MaskedLMObjective):
+    """Masked-LM training as an objective (``sentcl pretrain`` runs it through ``train``'s loop):
+    L = λ · L_MLM on every view of the batch. The head is the encoder's ``masked_lm_head()``, or ``head``
+    (the head of a masked-LM model built for pre-training)."""
+
+    def __init__(self, config: MaskedLMConfig | None = None, encoder=None, data=None, head=None):
+        super().__init__(config or MaskedLMConfig(), encoder)
+        self.head = head if head is not None else self.require_encoder().masked_lm_head()
+
+    def masked_loss(self, batch, generator: torch.Generator | None = None) -> torch.Tensor:
+        """L_MLM of ``batch`` with masks drawn from ``generator`` (the global RNG when None)."""
+        c = self.config
+        length = batch.input_ids.shape[-1]
+        ids, mask = batch.input_ids.reshape(-1, length), batch.attention_mask.reshape(-1, length)
+        words = None
+        if c.whole_word:
+            if batch.word_ids is None:
+                raise ValueError("whole-word masking needs the batch's word ids (sentcl pretrain's data)")
+            words = batch.word_ids.reshape(-1, length)
+        masked, labels = mask_tokens(ids, mask, self.encoder.tokenizer, c.mlm_probability, words, generator)
+        return head_loss(self.head, self.encoder.token_states(masked, mask), labels)
+
+    def forward(self, batch) -> ObjectiveOutput:
+        loss = self.masked_loss(batch)
+        return ObjectiveOutput(loss=self.config.mlm_weight * loss, terms={"mlm": loss.detach()})
 
 
 class WithMLM(Objective):

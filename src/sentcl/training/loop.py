@@ -18,8 +18,10 @@ import logging
 import math
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 import yaml
@@ -30,7 +32,7 @@ from sentcl import finite_json
 from sentcl.analysis.alignment_uniformity import geometry_snapshot, stsb_probe
 from sentcl.atomic_write import atomic_file, recover_folder
 from sentcl.config import ConfigError, expand_path
-from sentcl.data import ContrastiveDataset, build_dataset, read_records
+from sentcl.data import build_dataset, read_records
 from sentcl.data.collate import group_by_length
 from sentcl.embedder import CachedEmbedder
 from sentcl.evaluation import STSEvaluator, resolve_data_dir
@@ -81,6 +83,19 @@ def autocast_context(kind: str, device: torch.device, hardware: Hardware | None 
     return torch.autocast(device.type, dtype=torch.bfloat16)
 
 
+def sts_evaluator(loop) -> tuple[STSEvaluator, Path]:
+    """``training.eval_task`` on ``training.eval_data_dir`` (or $SENTCL_DATA, or the download cache),
+    refused before training when its files are missing."""
+    data_dir = resolve_data_dir(
+        loop.eval_data_dir and expand_path(loop.eval_data_dir, "training.eval_data_dir")
+    )
+    evaluator = STSEvaluator(data_dir, loop.eval_task)
+    missing = [task.missing for task in evaluator.tasks if task.missing]
+    if missing:
+        raise ConfigError(f"training.eval_task: {loop.eval_task!r} cannot be evaluated: {missing[0]}")
+    return evaluator, data_dir
+
+
 def check_output_dir(path: Path, overwrite: bool, resume: bool) -> bool:
     """Refuse a non-empty folder without --overwrite or --resume; write nothing. Returns whether there is
     a checkpoint to resume from (--resume before the first checkpoint starts from step 0)."""
@@ -111,54 +126,40 @@ def open_output_dir(path: Path, config: dict) -> None:
         yaml.safe_dump(config, handle, sort_keys=False)
 
 
-def train(config: TrainConfig) -> TrainResult:
-    loop = config.training
-    context = distributed.setup()
-    if loop.batch_size % context.world_size:
-        raise ConfigError(
-            f"training.batch_size: {loop.batch_size} is not divisible by {context.world_size} ranks"
-        )
-    output_dir = Path(loop.output_dir)
-    resume = check_output_dir(output_dir, loop.overwrite_output_dir, loop.resume)
-    set_seed(loop.seed)
-    device = distributed.select_device(loop.device, context)
+@dataclass
+class Steps:
+    """What a run trains and how it judges itself. ``run_steps`` is the one loop every command runs
+    (``sentcl train``, and ``sentcl pretrain`` with the masked-LM objective)."""
 
-    # Everything that can fail on bad input is checked before the first step.
-    records = read_records(expand_path(config.data.train_file, "data.train_file"), header=config.data.header)
-    evaluator, probe = None, None
-    if loop.eval_steps > 0:
-        data_dir = resolve_data_dir(
-            loop.eval_data_dir and expand_path(loop.eval_data_dir, "training.eval_data_dir")
-        )
-        evaluator = STSEvaluator(data_dir, loop.eval_task)
-        missing = [task.missing for task in evaluator.tasks if task.missing]
-        if missing:
-            raise ConfigError(f"training.eval_task: {loop.eval_task!r} cannot be evaluated: {missing[0]}")
-        if loop.log_geometry:
-            try:
-                probe = stsb_probe(data_dir, "dev")
-            except FileNotFoundError as exc:
-                logger.warning("geometry is not logged: %s", exc)
-    encoder = SentenceEncoder.from_config(config.model).to(device)
-    dataset = build_dataset(config.data, records, encoder.tokenizer)
-    lengths = dataset.lengths()
-    # the objective holds the encoder (and any frozen or momentum copy of it); tables it builds from the
-    # data (EASE's entities) come from the dataset
-    objective = build_objective(config.objective_name, config.objective, encoder, dataset).to(device)
-    if loop.gradcache_chunk > 0 and not chunkable(objective):
-        raise ConfigError(
-            f"training.gradcache_chunk: objective {config.objective_name!r} (or its MLM term) runs passes "
-            f"of its own whose gradients GradCache cannot chunk; set it to 0"
-        )
-    if context.is_main:  # the inputs are checked: only now is anything written
-        open_output_dir(output_dir, config.to_dict())
-    distributed.barrier(context)
-    torch.manual_seed(
-        loop.seed + context.rank
-    )  # same initial weights everywhere, other dropout masks per rank
+    objective: torch.nn.Module  # holds the encoder
+    dataset: Any  # ContrastiveDataset, WordNetViewsDataset, SentencesDataset: collate, lengths, describe
+    #: every tensor the optimiser updates (and Child-Tuning_D's masks, so a checkpoint holds them)
+    trained: torch.nn.ModuleList
+    #: (rank 0) the evaluation at a step: a record with "eval" (metrics) and whatever else to log
+    evaluate: Callable[[int], dict] | None = None
+    #: what to do with an evaluation's metrics (keep the best model); returns a progress-bar note
+    evaluated: Callable[[int, dict[str, float], LoopState], str | None] | None = None
+    eval_at_start: bool = False
+    group_by_length: bool = False
+    drop_last: bool = False
+    gradcache_chunk: int = 0
+    child: ChildTuning | None = None
+    name: str = "training"
 
+
+@dataclass
+class Outcome:
+    state: LoopState
+    history: list[dict]  # the metrics log's records
+    last_metrics: dict[str, float] | None  # the last evaluation's
+
+
+def run_steps(loop, steps: Steps, context, device: torch.device, output_dir: Path, resume: bool) -> Outcome:
+    """Data order → forward/backward → AdamW step, with logging, evaluation and checkpoints; exact resume
+    from ``output_dir/checkpoint``."""
+    dataset, trained, objective = steps.dataset, steps.trained, steps.objective
     batches_per_epoch = (
-        len(dataset) // loop.batch_size if loop.drop_last else -(-len(dataset) // loop.batch_size)
+        len(dataset) // loop.batch_size if steps.drop_last else -(-len(dataset) // loop.batch_size)
     )
     if batches_per_epoch == 0:
         raise ConfigError(
@@ -166,64 +167,47 @@ def train(config: TrainConfig) -> TrainResult:
         )
     total_steps = loop.max_steps if loop.max_steps > 0 else loop.epochs * batches_per_epoch
     warmup = loop.warmup_steps or int(loop.warmup_ratio * total_steps)
-    child = None if loop.child_tuning.mode == "off" else ChildTuning(loop.child_tuning, encoder.backbone)
-    # every tensor the optimiser updates (and Child-Tuning_D's masks, so a checkpoint holds them)
-    trained = torch.nn.ModuleList([objective] + ([child] if child is not None else []))
     optimizer = build_optimizer(trained, loop.learning_rate, loop.weight_decay)
     scheduler = build_scheduler(optimizer, warmup, total_steps)
     order = torch.Generator().manual_seed(loop.seed)  # the data order, one permutation per epoch
+    lengths = dataset.lengths()
     state = LoopState()
     if resume:
         state, epoch_order_state = load_checkpoint(output_dir / "checkpoint", trained, optimizer, scheduler)
         order.set_state(epoch_order_state)
         logger.info("resumed from %s at step %d", output_dir / "checkpoint", state.step)
-    elif child is not None and loop.child_tuning.mode == "D":
+    elif steps.child is not None and steps.child.config.mode == "D":
         trained.train()  # with dropout, as in training
-        child.estimate_fisher(
+        steps.child.estimate_fisher(
             fisher_batches(dataset, loop, context, device),
-            lambda batch: forward_backward(objective, batch, loop.gradcache_chunk),
+            lambda batch: forward_backward(objective, batch, steps.gradcache_chunk),
             trained,
         )
     logger.info(
         "%d examples × %d views, %d steps of batch %d on %s", len(dataset), dataset.n_views, total_steps,
         loop.batch_size, device,
     )  # fmt: skip
-
     log = MetricsLog(output_dir / "metrics.jsonl", state.step if resume else None, enabled=context.is_main)
-    result = TrainResult(
-        output_dir, state.step, evaluator.primary if evaluator else None, history=log.records
+    evaluate = steps.evaluate if context.is_main else None  # rank 0 evaluates, logs and saves
+    progress = tqdm(
+        total=total_steps, initial=state.step, desc=steps.name, unit="step", disable=not context.is_main
     )
 
-    def evaluate(step: int) -> dict[str, float]:
-        assert evaluator is not None
+    def evaluation(step: int) -> dict[str, float]:
+        assert evaluate is not None
         require_finite_weights(trained, step)
         started = time.perf_counter()
-        embedder = CachedEmbedder(encoder)  # STS and geometry share one encoding of each sentence
-        metrics = evaluator(embedder)
-        require_finite_metric(evaluator.primary, metrics[evaluator.primary], step)  # before any SVD of it
-        record = {"step": step, "eval": metrics}
-        if probe is not None:
-            record["geometry"] = geometry_snapshot(embedder, probe)
-        log.write(record | {"eval_seconds": round(time.perf_counter() - started, 2)})
-        return metrics
+        record = evaluate(step)
+        log.write({"step": step} | record | {"eval_seconds": round(time.perf_counter() - started, 2)})
+        note = steps.evaluated(step, record["eval"], state) if steps.evaluated else None
+        if note:
+            progress.set_postfix_str(note)
+        objective.train()
+        return record["eval"]
 
-    def consider(step: int, metrics: dict[str, float]) -> None:
-        best = state.best_metrics
-        if best is None or metrics[evaluator.primary] > best[evaluator.primary]:
-            state.best_metrics, state.best_step = metrics, step
-            encoder.save(output_dir / "model")
-            progress.set_postfix_str(f"best {evaluator.primary}={metrics[evaluator.primary]:.2f} @ {step}")
-
-    if not context.is_main:
-        evaluator = None  # rank 0 evaluates, logs and saves
-    progress = tqdm(
-        total=total_steps, initial=state.step, desc="training", unit="step", disable=not context.is_main
-    )
-    if evaluator is not None and loop.eval_at_start and state.step == 0:
-        state.initial_metrics = evaluate(0)
-        if loop.start_is_candidate:
-            consider(0, state.initial_metrics)
-
+    last = None
+    if evaluate is not None and steps.eval_at_start and state.step == 0:
+        state.initial_metrics = last = evaluation(0)
     objective.train()  # the encoder with dropout; frozen copies stay in eval mode
     share = loop.batch_size // context.world_size  # this rank's slice of each global batch
     amp = autocast_context(loop.autocast, device)
@@ -232,25 +216,23 @@ def train(config: TrainConfig) -> TrainResult:
         while state.step < total_steps:
             epoch_order_state = order.get_state()
             permutation = torch.randperm(len(dataset), generator=order)
-            if config.data.group_by_length:
+            if steps.group_by_length:
                 permutation = group_by_length(permutation, lengths, loop.batch_size, order)
             for position in range(state.batch_in_epoch, batches_per_epoch):
                 indices = permutation[position * loop.batch_size : (position + 1) * loop.batch_size]
                 indices = indices[context.rank * share : (context.rank + 1) * share]
                 batch = dataset.collate([dataset[int(i)] for i in indices]).to(device)
                 with amp:
-                    output = forward_backward(objective, batch, loop.gradcache_chunk)
+                    output = forward_backward(objective, batch, steps.gradcache_chunk)
                 if not torch.isfinite(output.loss):
                     optimizer.zero_grad(set_to_none=True)
-                    lines = [records.lines[int(i)] for i in batch.indices]
-                    shown = f"{lines[:10]}{' …' if len(lines) > 10 else ''}"
                     raise TrainingError(
-                        f"step {state.step + 1}: loss is {output.loss.item()} (batch from {records.path} "
-                        f"lines {shown}); {UNTOUCHED}"
+                        f"step {state.step + 1}: loss is {output.loss.item()} (batch from "
+                        f"{dataset.describe(batch.indices)}); {UNTOUCHED}"
                     )
                 distributed.average_gradients(trained, context)
-                if child is not None:
-                    child.apply()
+                if steps.child is not None:
+                    steps.child.apply()
                 if loop.max_grad_norm > 0:
                     torch.nn.utils.clip_grad_norm_(trained.parameters(), loop.max_grad_norm)
                 optimizer.step()
@@ -269,12 +251,11 @@ def train(config: TrainConfig) -> TrainResult:
                     log.write(
                         {"step": state.step, **means, "lr": lr, "seconds": elapsed, "tokens": window_tokens}
                     )
-                    progress.set_description(f"training loss {means['loss']:.3g}")
+                    progress.set_description(f"{steps.name} loss {means['loss']:.3g}")
                     window, window_tokens = [], 0
                 if loop.eval_steps and (state.step % loop.eval_steps == 0 or state.step == total_steps):
-                    if evaluator is not None:
-                        consider(state.step, evaluate(state.step))
-                        objective.train()
+                    if evaluate is not None:
+                        last = evaluation(state.step)
                     distributed.barrier(context)
                 if context.is_main and loop.checkpoint_steps and state.step % loop.checkpoint_steps == 0:
                     save_checkpoint(
@@ -287,12 +268,89 @@ def train(config: TrainConfig) -> TrainResult:
     finally:
         progress.close()
         log.close()
+    return Outcome(state, log.records, last)
+
+
+def train(config: TrainConfig) -> TrainResult:
+    loop = config.training
+    context = distributed.setup()
+    if loop.batch_size % context.world_size:
+        raise ConfigError(
+            f"training.batch_size: {loop.batch_size} is not divisible by {context.world_size} ranks"
+        )
+    output_dir = Path(loop.output_dir)
+    resume = check_output_dir(output_dir, loop.overwrite_output_dir, loop.resume)
+    set_seed(loop.seed)
+    device = distributed.select_device(loop.device, context)
+
+    # Everything that can fail on bad input is checked before the first step.
+    records = read_records(expand_path(config.data.train_file, "data.train_file"), header=config.data.header)
+    evaluator, probe = None, None
+    if loop.eval_steps > 0:
+        evaluator, data_dir = sts_evaluator(loop)
+        if loop.log_geometry:
+            try:
+                probe = stsb_probe(data_dir, "dev")
+            except FileNotFoundError as exc:
+                logger.warning("geometry is not logged: %s", exc)
+    encoder = SentenceEncoder.from_config(config.model).to(device)
+    dataset = build_dataset(config.data, records, encoder.tokenizer)
+    # the objective holds the encoder (and any frozen or momentum copy of it); tables it builds from the
+    # data (EASE's entities) come from the dataset
+    objective = build_objective(config.objective_name, config.objective, encoder, dataset).to(device)
+    if loop.gradcache_chunk > 0 and not chunkable(objective):
+        raise ConfigError(
+            f"training.gradcache_chunk: objective {config.objective_name!r} (or its MLM term) runs passes "
+            f"of its own whose gradients GradCache cannot chunk; set it to 0"
+        )
+    if context.is_main:  # the inputs are checked: only now is anything written
+        open_output_dir(output_dir, config.to_dict())
+    distributed.barrier(context)
+    torch.manual_seed(
+        loop.seed + context.rank
+    )  # same initial weights everywhere, other dropout masks per rank
+    child = None if loop.child_tuning.mode == "off" else ChildTuning(loop.child_tuning, encoder.backbone)
+
+    def evaluate(step: int) -> dict:
+        embedder = CachedEmbedder(encoder)  # STS and geometry share one encoding of each sentence
+        metrics = evaluator(embedder)
+        require_finite_metric(evaluator.primary, metrics[evaluator.primary], step)  # before any SVD of it
+        record = {"eval": metrics}
+        if probe is not None:
+            record["geometry"] = geometry_snapshot(embedder, probe)
+        return record
+
+    def keep_the_best(step: int, metrics: dict[str, float], state: LoopState) -> str | None:
+        """SimCSE's policy: ``model/`` is the best evaluated model (step 0 only when asked)."""
+        if step == 0 and not loop.start_is_candidate:
+            return None
+        best = state.best_metrics
+        if best is None or metrics[evaluator.primary] > best[evaluator.primary]:
+            state.best_metrics, state.best_step = metrics, step
+            encoder.save(output_dir / "model")
+            return f"best {evaluator.primary}={metrics[evaluator.primary]:.2f} @ {step}"
+        return None
+
+    steps = Steps(
+        objective=objective,
+        dataset=dataset,
+        trained=torch.nn.ModuleList([objective] + ([child] if child is not None else [])),
+        evaluate=evaluate if evaluator is not None else None,
+        evaluated=keep_the_best,
+        eval_at_start=loop.eval_at_start,
+        group_by_length=config.data.group_by_length,
+        drop_last=loop.drop_last,
+        gradcache_chunk=loop.gradcache_chunk,
+        child=child,
+    )
+    outcome = run_steps(loop, steps, context, device, output_dir, resume)
+    state = outcome.state
     if loop.eval_steps == 0 and context.is_main:
-        require_finite_weights(trained, state.step)
+        require_finite_weights(steps.trained, state.step)
         encoder.save(output_dir / "model")
-    result.steps = state.step
-    result.initial_metrics, result.best_metrics, result.best_step = (
-        state.initial_metrics, state.best_metrics, state.best_step,
+    result = TrainResult(
+        output_dir, state.step, evaluator.primary if evaluator else None, state.initial_metrics,
+        state.best_metrics, state.best_step, outcome.history,
     )  # fmt: skip
     if context.is_main:
         with atomic_file(output_dir / "summary.json") as handle:
@@ -301,7 +359,7 @@ def train(config: TrainConfig) -> TrainResult:
     return result
 
 
-def fisher_batches(dataset: ContrastiveDataset, loop, context, device) -> list:
+def fisher_batches(dataset, loop, context, device) -> list:
     """Child-Tuning_D's estimation batches: a seeded sample apart from the training order."""
     share = loop.batch_size // context.world_size
     permutation = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(loop.seed + 1))

@@ -25,14 +25,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
-from tqdm.auto import tqdm
 from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer, set_seed
 
 from sentcl import finite_json
@@ -40,19 +37,21 @@ from sentcl.analysis.plots import plot_curves
 from sentcl.atomic_write import atomic_file, atomic_folder
 from sentcl.config import ConfigError, apply_overrides, expand_path, from_dict, load_yaml, to_dict
 from sentcl.data import DataError, read_records
-from sentcl.data.collate import TokenizedColumn, encode_in_chunks, group_by_length
+from sentcl.data.sentences import SentencesDataset, SentenceTokens
 from sentcl.embedder import CachedEmbedder
-from sentcl.evaluation import STSEvaluator, resolve_data_dir
-from sentcl.model import ModelLoadError, SentenceEncoder, backbone_states, split_mlm_model, use_fast_dropout
+from sentcl.model import ModelLoadError, SentenceEncoder, split_mlm_model, use_fast_dropout
 from sentcl.model.backbone import resolve_model_path
-from sentcl.model.packing import unpad_by_default
-from sentcl.objectives.mlm import head_loss, mask_tokens
+from sentcl.objectives.mlm import MaskedLM, MaskedLMConfig
 from sentcl.training import distributed
-from sentcl.training.checkpoint import LoopState, load_checkpoint, save_checkpoint
-from sentcl.training.guards import TrainingError, require_finite_metric, require_finite_weights
-from sentcl.training.loop import autocast_context, check_output_dir, open_output_dir
-from sentcl.training.metrics_log import MetricsLog
-from sentcl.training.optim import build_optimizer, build_scheduler
+from sentcl.training.guards import require_finite_metric, require_finite_weights
+from sentcl.training.loop import (
+    Steps,
+    autocast_context,
+    check_output_dir,
+    open_output_dir,
+    run_steps,
+    sts_evaluator,
+)
 from sentcl.training.recipe import RunConfig
 
 logger = logging.getLogger(__name__)
@@ -67,6 +66,10 @@ class PretrainModelConfig:
     architecture: dict[str, Any] | None = None
     #: from scratch: whose vocabulary (a model name or folder with a tokenizer)
     tokenizer: str = ""
+    #: as in ``sentcl train``'s model section: the packed pass on real tokens only (None: on the CPU),
+    #: and the fast dropout masks
+    unpad: bool | None = None
+    fast_dropout: bool = True
 
     def validate(self) -> None:
         if bool(self.name_or_path) == bool(self.architecture):
@@ -209,37 +212,6 @@ def save_mlm_model(model, tokenizer, folder: Path) -> Path:
 
 
 # ------------------------------------------------------------------------------------------- data
-class SentenceTokens:
-    """Sentences tokenised once, with the word index of every token (−1 for special tokens)."""
-
-    def __init__(self, sentences: list[str], tokenizer, max_length: int):
-        if not tokenizer.is_fast:
-            raise ModelLoadError("pre-training needs a fast tokenizer (word ids for whole-word masking)")
-        ids, words = [], []
-        for encoded in encode_in_chunks(tokenizer, sentences, max_length):
-            ids.extend(encoded["input_ids"])
-            for i in range(len(encoded["input_ids"])):
-                words.append([-1 if w is None else w for w in encoded.word_ids(i)])
-        self.ids, self.words = TokenizedColumn(ids), TokenizedColumn(words)
-        self.pad_token_id = int(tokenizer.pad_token_id)
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def batch(self, indices) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(ids, attention mask, word ids), each [N, L], padded to the longest sentence of the batch."""
-        longest = max(len(self.ids[i]) for i in indices)
-        ids = torch.full((len(indices), longest), self.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((len(indices), longest), dtype=torch.long)
-        words = torch.full((len(indices), longest), -1, dtype=torch.long)
-        for row, i in enumerate(indices):
-            n = len(self.ids[i])
-            ids[row, :n] = torch.from_numpy(self.ids[i].astype(np.int64))
-            words[row, :n] = torch.from_numpy(self.words[i].astype(np.int64))
-            mask[row, :n] = 1
-        return ids, mask, words
-
-
 def read_pretrain_sentences(files: list[str]) -> list[str]:
     """Every sentence of every file (each cell of a table), in order; empty cells are skipped."""
     sentences: list[str] = []
@@ -265,6 +237,9 @@ class PretrainResult:
 
 
 def pretrain(config: PretrainConfig) -> PretrainResult:
+    """The masked-LM objective (``objectives/mlm.py``) run by the training loop (``run_steps``): only the
+    model (an ``AutoModelForMaskedLM``), the data (held-out sentences apart), the evaluation (held-out MLM
+    loss, an STS probe) and what is saved (the final model with its head) are pre-training's own."""
     loop = config.training
     context = distributed.setup()
     if context.world_size > 1:
@@ -273,7 +248,6 @@ def pretrain(config: PretrainConfig) -> PretrainResult:
     resume = check_output_dir(output_dir, loop.overwrite_output_dir, loop.resume)
     set_seed(loop.seed)
     device = distributed.select_device(loop.device, context)
-    amp = autocast_context(loop.autocast, device)
 
     sentences = read_pretrain_sentences(config.data.train_files)
     held_out = config.data.eval_sentences if loop.eval_steps > 0 else 0
@@ -282,18 +256,10 @@ def pretrain(config: PretrainConfig) -> PretrainResult:
             f"{config.data.train_files[0]}: {len(sentences)} sentences, not more than "
             f"data.eval_sentences ({held_out})"
         )
-    evaluator = None
-    if loop.eval_steps > 0 and loop.eval_task:
-        data_dir = resolve_data_dir(
-            loop.eval_data_dir and expand_path(loop.eval_data_dir, "training.eval_data_dir")
-        )
-        evaluator = STSEvaluator(data_dir, loop.eval_task)
-        missing = [task.missing for task in evaluator.tasks if task.missing]
-        if missing:
-            raise ConfigError(f"training.eval_task: {loop.eval_task!r} cannot be evaluated: {missing[0]}")
+    evaluator = sts_evaluator(loop)[0] if loop.eval_steps > 0 and loop.eval_task else None
     model, tokenizer = build_mlm_model(config.model, loop.seed)
-    use_fast_dropout(model)  # CPU: cheaper dropout masks (model/dropout.py); weights unchanged
-    unpad = unpad_by_default(device)  # dense layers on real tokens only (model/packing.py), as sentcl train
+    if config.model.fast_dropout:
+        use_fast_dropout(model)  # cheaper dropout masks (model/dropout.py); weights unchanged
     if tokenizer.mask_token_id is None:
         raise ModelLoadError("the tokenizer has no [MASK] token; MLM needs one")
     positions = getattr(model.config, "max_position_embeddings", None)
@@ -303,120 +269,52 @@ def pretrain(config: PretrainConfig) -> PretrainResult:
         )
     model.to(device)
     backbone, head = split_mlm_model(model, config.model.name_or_path or "the new model")
+    # the backbone as a sentence encoder (mean pooling: the STS probe's), trained in place inside ``model``
+    encoder = SentenceEncoder(
+        backbone, tokenizer, "avg", max_length=config.data.max_length, unpad=config.model.unpad
+    )
+    masking = MaskedLMConfig(mlm_probability=config.masking.probability, whole_word=config.masking.whole_word)
+    objective = MaskedLM(masking, encoder, head=head)
     open_output_dir(output_dir, config.to_dict())  # the inputs are checked: only now is anything written
     tokens = SentenceTokens(sentences, tokenizer, config.data.max_length)
     split = torch.randperm(len(tokens), generator=torch.Generator().manual_seed(loop.seed)).tolist()
-    eval_indices, train_indices = split[:held_out], np.array(split[held_out:])
-    lengths = tokens.ids.lengths()
-
-    batches_per_epoch = -(-len(train_indices) // loop.batch_size)
-    total_steps = loop.max_steps if loop.max_steps > 0 else loop.epochs * batches_per_epoch
-    warmup = loop.warmup_steps or int(loop.warmup_ratio * total_steps)
-    optimizer = build_optimizer(model, loop.learning_rate, loop.weight_decay)
-    scheduler = build_scheduler(optimizer, warmup, total_steps)
-    order = torch.Generator().manual_seed(loop.seed)
-    state = LoopState()
-    if resume:
-        state, epoch_order_state = load_checkpoint(output_dir / "checkpoint", model, optimizer, scheduler)
-        order.set_state(epoch_order_state)
-        logger.info("resumed from %s at step %d", output_dir / "checkpoint", state.step)
+    source = ", ".join(config.data.train_files)
+    evaluation_set = SentencesDataset(tokens, split[:held_out], source)
+    dataset = SentencesDataset(tokens, split[held_out:], source)
     parameters = sum(p.numel() for p in model.parameters())
-    logger.info(
-        "%d sentences (%d held out), %d steps of batch %d on %s, %.1fM parameters", len(tokens), held_out,
-        total_steps, loop.batch_size, device, parameters / 1e6,
-    )  # fmt: skip
-    log = MetricsLog(output_dir / "metrics.jsonl", state.step if resume else None)
+    logger.info("%d sentences (%d held out), %.1fM parameters", len(tokens), held_out, parameters / 1e6)
 
-    def masked_loss(ids, mask, words, generator=None) -> torch.Tensor:
-        masked, labels = mask_tokens(
-            ids, mask, tokenizer, config.masking.probability,
-            words if config.masking.whole_word else None, generator,
-        )  # fmt: skip
-        with amp:
-            hidden, _ = backbone_states(backbone, masked.to(device), mask.to(device), unpad=unpad)
-            return head_loss(head, hidden, labels.to(device))
-
-    def evaluate(step: int) -> dict[str, float]:
-        require_finite_weights(model, step)
-        started = time.perf_counter()
-        model.eval()
+    def evaluate(step: int) -> dict:
+        objective.eval()
         generator = torch.Generator().manual_seed(loop.seed + 1)  # the same masks at every evaluation
         total, count = 0.0, 0
-        with torch.inference_mode():
-            for start in range(0, len(eval_indices), loop.batch_size):
-                ids, mask, words = tokens.batch(eval_indices[start : start + loop.batch_size])
-                loss = masked_loss(ids, mask, words, generator)
-                total, count = total + loss.item() * len(ids), count + len(ids)
+        with torch.inference_mode(), autocast_context(loop.autocast, device):
+            for start in range(0, len(evaluation_set), loop.batch_size):
+                rows = range(start, min(start + loop.batch_size, len(evaluation_set)))
+                batch = evaluation_set.collate([evaluation_set[i] for i in rows]).to(device)
+                loss = objective.masked_loss(batch, generator)
+                total, count = total + loss.item() * len(rows), count + len(rows)
         metrics = {"mlm_loss": total / max(count, 1)}
         require_finite_metric("held-out mlm_loss", metrics["mlm_loss"], step)
         metrics["perplexity"] = math.exp(min(metrics["mlm_loss"], 50.0))
         if evaluator is not None:
-            encoder = SentenceEncoder(backbone, tokenizer, "avg", max_length=config.data.max_length)
             metrics |= evaluator(CachedEmbedder(encoder))
-        model.train()
-        log.write({"step": step, "eval": metrics, "eval_seconds": round(time.perf_counter() - started, 2)})
-        return metrics
+        return {"eval": metrics}
 
-    final = None
-    if loop.eval_steps > 0 and state.step == 0:
-        final = evaluate(0)
-    model.train()
-    progress = tqdm(total=total_steps, initial=state.step, desc="pre-training", unit="step")
-    window, started = [], time.perf_counter()
-    try:
-        while state.step < total_steps:
-            epoch_order_state = order.get_state()
-            permutation = train_indices[torch.randperm(len(train_indices), generator=order).numpy()]
-            if config.data.group_by_length:
-                grouped = group_by_length(torch.from_numpy(permutation), lengths, loop.batch_size, order)
-                permutation = grouped.numpy()
-            for position in range(state.batch_in_epoch, batches_per_epoch):
-                indices = permutation[position * loop.batch_size : (position + 1) * loop.batch_size]
-                ids, mask, words = tokens.batch(indices.tolist())
-                loss = masked_loss(ids, mask, words)
-                if not torch.isfinite(loss):
-                    raise TrainingError(
-                        f"step {state.step + 1}: MLM loss is {loss.item()}; the last checkpoint is untouched"
-                    )
-                loss.backward()
-                if loop.max_grad_norm > 0:
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), loop.max_grad_norm)
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad(set_to_none=True)
-                state.step, state.batch_in_epoch = state.step + 1, position + 1
-                window.append(loss.item())
-                progress.update(1)
-                if state.step % loop.logging_steps == 0 or state.step == total_steps:
-                    mean = sum(window) / len(window)
-                    elapsed = round(time.perf_counter() - started, 2)
-                    log.write(
-                        {
-                            "step": state.step,
-                            "loss": mean,
-                            "lr": scheduler.get_last_lr()[0],
-                            "seconds": elapsed,
-                        }
-                    )
-                    progress.set_description(f"pre-training loss {mean:.3g}")
-                    window = []
-                if loop.eval_steps and (state.step % loop.eval_steps == 0 or state.step == total_steps):
-                    final = evaluate(state.step)
-                if loop.checkpoint_steps and state.step % loop.checkpoint_steps == 0:
-                    save_checkpoint(
-                        output_dir / "checkpoint", model, optimizer, scheduler, state, epoch_order_state
-                    )
-                if state.step >= total_steps:
-                    break
-            else:
-                state.epoch, state.batch_in_epoch = state.epoch + 1, 0
-    finally:
-        progress.close()
-        log.close()
-    require_finite_weights(model, state.step)
-    save_mlm_model(model, tokenizer, output_dir / "model")
-    plot_pretraining(log.records, output_dir / "mlm_loss.png")
-    result = PretrainResult(output_dir, state.step, final)
+    steps = Steps(
+        objective=objective,
+        dataset=dataset,
+        trained=torch.nn.ModuleList([objective]),
+        evaluate=evaluate if loop.eval_steps > 0 else None,
+        eval_at_start=True,  # the held-out loss of the start, for the curve
+        group_by_length=config.data.group_by_length,
+        name="pre-training",
+    )
+    outcome = run_steps(loop, steps, context, device, output_dir, resume)
+    require_finite_weights(model, outcome.state.step)
+    save_mlm_model(model, tokenizer, output_dir / "model")  # the final model, with its head
+    plot_pretraining(outcome.history, output_dir / "mlm_loss.png")
+    result = PretrainResult(output_dir, outcome.state.step, outcome.last_metrics)
     with atomic_file(output_dir / "summary.json") as handle:
         finite_json.dump(result.summary(), handle, indent=2)
     return result

@@ -1,6 +1,6 @@
-"""Does ONNX Runtime's int8 path encode faster than fp32 on this CPU? A probe, not a sentcl feature.
+"""Does ONNX Runtime's int8 path encode faster than fp32 on this CPU? (sentcl's own int8 path is
+``--dtype int8``, model/onnx.py; this probe exports the mean-pooled backbone by hand to compare the three.)
 
-    pip install onnxruntime onnx   # not sentcl dependencies
     python benchmarks/onnx_int8_probe.py [--sentences 2000]
 
 all-MiniLM-L6-v2 with mean pooling is exported to ONNX (``torch.onnx.export``), quantised with ONNX

@@ -204,3 +204,23 @@ def test_the_openai_client_reads_our_embeddings(served):
     got = np.array([d.embedding for d in answer.data])
     np.testing.assert_allclose(got, unit(served.encoder.encode(texts)), atol=1e-5)
     assert answer.usage.prompt_tokens > 0
+
+
+def test_an_onnx_export_serves_the_same_embeddings(tiny_model_dir, tmp_path):
+    """``sentcl serve`` loads an ONNX export (sentcl export --onnx) like a model folder."""
+    from sentcl.model import SentenceEncoder
+    from sentcl.model.onnx import export_onnx
+    from tests.serving.conftest import start_server
+
+    encoder = SentenceEncoder.load(str(tiny_model_dir))
+    export_onnx(encoder, tmp_path / "onnx")
+    process, url = start_server([str(tmp_path / "onnx")], tmp_path / "server.log")
+    try:
+        texts = ["a dog runs", "two people talk"]
+        response = httpx.post(f"{url}/v1/embeddings", json={"input": texts, "model": "m"}, timeout=30)
+        assert response.status_code == 200
+        got = np.array([row["embedding"] for row in response.json()["data"]])
+        np.testing.assert_allclose(got, unit(encoder.encode(texts)), atol=1e-5)  # unit vectors, as OpenAI
+    finally:
+        process.terminate()
+        process.wait(timeout=30)

@@ -22,6 +22,7 @@ from sentcl.evaluation.senteval_protocols import PROTOCOLS
 from sentcl.evaluation.suite import EvaluationSuite
 from sentcl.evaluation.transfer import TransferDataError
 from sentcl.model import POOLERS, ModelLoadError, SentenceEncoder
+from sentcl.model.onnx import OnnxEncoder, export_onnx, load_encoder
 from sentcl.postprocess import POSTPROCESSORS, PostProcessedEmbedder, fit_postprocessor, load_postprocessor
 from sentcl.postprocess.corpus import fit_corpus
 from sentcl.serving import SentenceIndex
@@ -54,8 +55,8 @@ def _add_dtype_arguments(p: argparse.ArgumentParser) -> None:
         "--dtype",
         choices=["fp32", "bf16", "int8", "auto"],
         default="fp32",
-        help="inference precision: bf16 autocast, dynamic int8 Linear layers (CPU), or auto (bf16 where the "
-        "hardware runs it natively, else fp32)",
+        help="inference precision: bf16 autocast, int8 (the model exported to ONNX and quantised by ONNX "
+        "Runtime, CPU), or auto (bf16 where the hardware runs it natively, else fp32)",
     )
     p.add_argument("--int8", action="store_true", help="the same as --dtype int8")
 
@@ -123,6 +124,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--normalize", action="store_true", help="L2-normalise the rows")
     p.add_argument("--batch-size", type=int, default=128)
     _add_dtype_arguments(p)
+
+    p = commands.add_parser(
+        "export", parents=[pickles], help="write a model's embedding path as ONNX (fp32 or int8) for serving"
+    )
+    p.add_argument("model")
+    p.add_argument("--onnx", required=True, metavar="FOLDER", help="output folder (model.onnx + tokenizer)")
+    p.add_argument("--int8", action="store_true", help="quantise to int8 (ONNX Runtime dynamic, per channel)")
+    p.add_argument("--pooler", choices=list(POOLERS))
 
     p = commands.add_parser(
         "index", parents=[pickles], help="build a faiss index of a corpus (one sentence per line)"
@@ -226,9 +235,8 @@ def run_pretrain(args: argparse.Namespace) -> int:
 def run_evaluate(args: argparse.Namespace) -> int:
     data_dir = resolve_data_dir(args.data_dir)
     suite = EvaluationSuite(data_dir, args.tasks, args.aggregation, args.transfer_protocol)
-    encoder = SentenceEncoder.load(args.model, pooler=args.pooler, allow_pickle=args.allow_pickle)
     dtype = "int8" if args.int8 else args.dtype
-    encoder = encoder.with_dtype(dtype)
+    encoder = _inference_encoder(args, dtype)
     embedder = SimpleNamespace(encode=partial(encoder.encode, batch_size=args.batch_size))
     label = f"{args.model} (pooler {encoder.pooler}{'' if dtype == 'fp32' else ', ' + dtype})"
     if args.postprocess:
@@ -262,8 +270,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 def run_encode(args: argparse.Namespace) -> int:
     sentences = [row[0] for row in read_sentences(args.input).rows]
-    encoder = SentenceEncoder.load(args.model, pooler=args.pooler, allow_pickle=args.allow_pickle)
-    encoder = encoder.with_dtype("int8" if args.int8 else args.dtype)
+    encoder = _inference_encoder(args, "int8" if args.int8 else args.dtype)
     vectors = encoder.encode(
         sentences, batch_size=args.batch_size, normalize=args.normalize, show_progress=True
     )
@@ -273,9 +280,32 @@ def run_encode(args: argparse.Namespace) -> int:
     return 0
 
 
+def _inference_encoder(args: argparse.Namespace, dtype: str = "fp32"):
+    """The model to encode with: an ONNX export as it is (its precision fixed at export), anything else
+    loaded by SentenceEncoder in ``dtype``."""
+    encoder = load_encoder(args.model, pooler=args.pooler, allow_pickle=args.allow_pickle)
+    if isinstance(encoder, OnnxEncoder):
+        if dtype not in ("fp32", encoder.precision):
+            raise ConfigError(f"--dtype {dtype}: {args.model} is an ONNX export in {encoder.precision}")
+        return encoder
+    return encoder.with_dtype(dtype)
+
+
+def run_export(args: argparse.Namespace) -> int:
+    encoder = SentenceEncoder.load(args.model, pooler=args.pooler, allow_pickle=args.allow_pickle)
+    folder = export_onnx(encoder, args.onnx, int8=args.int8)
+    exported = OnnxEncoder.load(folder)
+    check = ["A man is playing a guitar.", "The weather is cold today."]
+    gap = float(np.abs(exported.encode(check) - encoder.encode(check)).max())
+    precision = "int8" if args.int8 else "fp32"
+    print(f"{folder}: {precision} ONNX of {args.model} (pooler {encoder.pooler}, {encoder.dimension} dims)")
+    print(f"largest difference to the PyTorch model on two sentences: {gap:.2e}")
+    return 0
+
+
 def run_index(args: argparse.Namespace) -> int:
     sentences = [row[0] for row in read_sentences(args.corpus).rows]
-    encoder = SentenceEncoder.load(args.model, pooler=args.pooler, allow_pickle=args.allow_pickle)
+    encoder = _inference_encoder(args)
     index = SentenceIndex.of_corpus(
         _BatchedEncoder(encoder, args.batch_size, show_progress=True),
         sentences,
@@ -292,7 +322,7 @@ def run_search(args: argparse.Namespace) -> int:
     model = args.model or index.model
     if not model:
         raise ConfigError(f"{args.index}: the index records no model; pass --model")
-    encoder = SentenceEncoder.load(model, allow_pickle=args.allow_pickle)
+    encoder = load_encoder(model, allow_pickle=args.allow_pickle)
     for query, hits in zip(
         args.query, index.query(encoder, args.query, args.top_k, args.threshold), strict=True
     ):
@@ -309,7 +339,7 @@ def run_serve(args: argparse.Namespace) -> int:
         if getattr(args, flag) < 1:
             raise ConfigError(f"--{flag.replace('_', '-')} must be at least 1")
     index = SentenceIndex.load(args.index) if args.index else None
-    encoder = SentenceEncoder.load(args.model, pooler=args.pooler, allow_pickle=args.allow_pickle)
+    encoder = _inference_encoder(args)
     if index is not None and index.model and index.model != encoder.source:
         logging.getLogger("sentcl.serve").warning(
             "%s was built with %s, not %s: its scores may mean little",
@@ -334,7 +364,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
 
 class _BatchedEncoder:
-    def __init__(self, encoder: SentenceEncoder, batch_size: int, show_progress: bool = False):
+    def __init__(self, encoder, batch_size: int, show_progress: bool = False):
         self.encoder, self.batch_size, self.show_progress = encoder, batch_size, show_progress
 
     def encode(self, sentences):
@@ -395,6 +425,7 @@ def main(argv: list[str] | None = None) -> int:
             "reproduce": run_reproduce,
         }
         commands |= {"encode": run_encode, "index": run_index, "search": run_search, "serve": run_serve}
+        commands |= {"export": run_export}
         return commands[args.command](args)
     except USER_ERRORS as exc:
         print(f"sentcl {args.command}: error: {exc}", file=sys.stderr)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -259,36 +258,19 @@ class SentenceEncoder(nn.Module):
             pooled = self.head(pooled)
         return pooled
 
-    def quantized_int8(self) -> SentenceEncoder:
-        """A copy for CPU inference whose Linear layers run in dynamic int8 (int8 weights per output
-        channel, activations quantised per batch; torch's ``quantize_dynamic``). Embeddings, LayerNorm and
-        the pooler stay fp32. Per-channel weights cost all-MiniLM-L6-v2 0.32 STS-B dev points where one
-        scale per tensor costs 0.51; ``benchmarks/bench.py`` measures speed and cost."""
-        if self.device.type != "cpu":
-            raise ValueError("dynamic int8 runs on the CPU only; move the encoder to the CPU first")
-        from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
-
-        with warnings.catch_warnings():  # torch marks its quantised tensor types as deprecated
-            warnings.simplefilter("ignore", UserWarning)
-            backbone = quantize_dynamic(
-                copy.deepcopy(self.backbone), {nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8
-            )
-        quantized = SentenceEncoder(
-            backbone, self.tokenizer, self.pooler, copy.deepcopy(self.head), self.max_length
-        )
-        quantized.source = getattr(self, "source", None)
-        return quantized.eval()
-
-    def with_dtype(self, dtype: str) -> SentenceEncoder:
+    def with_dtype(self, dtype: str):
         """The encoder for inference in ``dtype``: ``fp32``; ``bf16`` (bf16 autocast of the forward pass,
-        fp32 weights and outputs); ``int8`` (:meth:`quantized_int8`); ``auto``: bf16 where the device
-        multiplies bf16 natively (sentcl/hardware.py), fp32 elsewhere."""
+        fp32 weights and outputs); ``int8`` (an ``OnnxEncoder``: the embedding path exported to ONNX and
+        quantised to int8 by ONNX Runtime, model/onnx.py); ``auto``: bf16 where the device multiplies bf16
+        natively (sentcl/hardware.py), fp32 elsewhere."""
         if dtype == "auto":
             chosen, reason = choose_autocast("auto", detect(self.device))
             dtype = "bf16" if chosen == "bfloat16" else "fp32"
             logger.info("--dtype auto: %s (%s)", dtype, reason)
         if dtype == "int8":
-            return self.quantized_int8()
+            from sentcl.model.onnx import OnnxEncoder
+
+            return OnnxEncoder.from_encoder(self, int8=True)
         if dtype not in ("fp32", "bf16"):
             raise ValueError(f"dtype {dtype!r} is not one of auto, fp32, bf16, int8")
         self.inference_autocast = torch.bfloat16 if dtype == "bf16" else None

@@ -1,0 +1,183 @@
+"""The encoder as an ONNX graph run by ONNX Runtime: sentcl's int8 path and ``sentcl export --onnx``.
+
+``export_onnx(encoder, folder, int8)`` writes the *embedding path* (backbone → pooler → the head where it
+is used for encoding; no dropout) as ``model.onnx`` with dynamic batch and length, beside the tokenizer
+and ``sentcl_onnx.json`` (pooler, dimension, max length, precision, source). With ``int8`` the graph is
+quantised by ONNX Runtime's dynamic quantisation: int8 weights per output channel, activations quantised
+per call, so the products run on the CPU's int8 kernels (VNNI / AMX where the CPU has them).
+
+``OnnxEncoder.load(folder)`` is an ``Embedder`` (``encode``) with the attributes the commands use
+(``pooler``, ``dimension``, ``max_length``, ``tokenizer``, ``source``); ``load_encoder`` picks it for a
+folder holding ``model.onnx`` and ``SentenceEncoder`` otherwise, so evaluation, encoding, indexing and
+the server take either. This replaces torch's ``quantize_dynamic`` (``torch.ao.quantization``), which
+torch marks deprecated.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import tempfile
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+from transformers import AutoTokenizer
+
+from sentcl.atomic_write import atomic_folder
+from sentcl.data.collate import collate_views, tokenize_texts
+from sentcl.model.backbone import ModelLoadError
+
+logger = logging.getLogger(__name__)
+
+ONNX_FILE = "model.onnx"
+ONNX_META = "sentcl_onnx.json"
+OPSET = 17
+
+
+class _EmbeddingPath(torch.nn.Module):
+    def __init__(self, encoder):
+        super().__init__()
+        self.encoder = encoder
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return self.encoder.encode_tokens(input_ids, attention_mask)
+
+
+def export_onnx(encoder, folder: str | Path, int8: bool = False) -> Path:
+    """Write ``encoder``'s embedding path to ``folder`` (atomically: a failed export leaves nothing)."""
+    import onnx  # noqa: F401 - the exporter needs it; fail here with a clear error if it is missing
+
+    folder = Path(folder)
+    was_training, device = encoder.training, encoder.device
+    encoder.eval().to("cpu")
+    try:
+        with atomic_folder(folder) as tmp, torch.no_grad():
+            example = (torch.ones(2, 8, dtype=torch.long), torch.ones(2, 8, dtype=torch.long))
+            rows, length = torch.export.Dim("rows"), torch.export.Dim("length", max=encoder.max_length)
+            shapes = {"input_ids": {0: rows, 1: length}, "attention_mask": {0: rows, 1: length}}
+            graph = tmp / ("fp32.onnx" if int8 else ONNX_FILE)
+            with warnings.catch_warnings():  # torch's exporter talks about itself: two axes share a name
+                warnings.filterwarnings("ignore", message=".*axis name", category=UserWarning)  # (intended)
+                warnings.filterwarnings("ignore", message=".*LeafSpec", category=FutureWarning)  # its pytree
+                program = torch.onnx.export(
+                    _EmbeddingPath(encoder).eval(), example, input_names=["input_ids", "attention_mask"],
+                    output_names=["embeddings"], dynamic_shapes=shapes, opset_version=OPSET, dynamo=True,
+                    external_data=False, verbose=False,
+                )  # fmt: skip
+                program.save(str(graph))
+            if int8:
+                from onnxruntime.quantization import QuantType, quantize_dynamic
+
+                quantize_dynamic(
+                    str(graph), str(tmp / ONNX_FILE), weight_type=QuantType.QInt8, per_channel=True
+                )
+                graph.unlink()
+            encoder.tokenizer.save_pretrained(str(tmp))
+            meta = {
+                "pooler": encoder.pooler,
+                "dimension": encoder.dimension,
+                "max_seq_length": encoder.max_length,
+                "precision": "int8" if int8 else "fp32",
+                "source": encoder.source,
+                "opset": OPSET,
+            }
+            (tmp / ONNX_META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    finally:
+        encoder.to(device).train(was_training)
+    return folder
+
+
+class OnnxEncoder:
+    """An exported encoder in ONNX Runtime: ``encode(texts) → float32 [N, D]`` like ``SentenceEncoder``."""
+
+    def __init__(self, session, tokenizer, meta: dict, source: str):
+        self.session, self.tokenizer, self.meta = session, tokenizer, meta
+        self.pooler = meta["pooler"]
+        self.dimension = int(meta["dimension"])
+        self.max_length = int(meta["max_seq_length"])
+        self.precision = meta["precision"]
+        self.source = source
+
+    @classmethod
+    def load(cls, folder: str | Path, threads: int | None = None) -> OnnxEncoder:
+        import onnxruntime as ort
+
+        folder = Path(folder)
+        meta_file = folder / ONNX_META
+        if not (folder / ONNX_FILE).is_file() or not meta_file.is_file():
+            raise ModelLoadError(
+                f"{folder}: no {ONNX_FILE} with its {ONNX_META} (made by sentcl export --onnx)"
+            )
+        try:
+            meta = json.loads(meta_file.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise ModelLoadError(f"{meta_file}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads or torch.get_num_threads()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        try:
+            session = ort.InferenceSession(
+                str(folder / ONNX_FILE), options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as exc:  # onnxruntime raises its own exception types
+            raise ModelLoadError(f"{folder / ONNX_FILE}: ONNX Runtime cannot load it ({exc})") from None
+        tokenizer = AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
+        return cls(session, tokenizer, meta, str(folder.resolve()))
+
+    @classmethod
+    def from_encoder(cls, encoder, int8: bool = True) -> OnnxEncoder:
+        """``encoder`` exported and loaded (through a temporary folder: the session holds the graph)."""
+        with tempfile.TemporaryDirectory(prefix="sentcl-onnx-") as tmp:
+            loaded = cls.load(export_onnx(encoder, Path(tmp) / "model", int8=int8))
+        loaded.source = encoder.source
+        return loaded
+
+    def encode(
+        self,
+        sentences: Sequence[str],
+        batch_size: int = 128,
+        normalize: bool = False,
+        show_progress: bool | None = None,
+    ) -> np.ndarray:
+        """Texts → float32 [N, D], batched by token length as ``SentenceEncoder.encode`` batches them."""
+        sentences = list(sentences)
+        if not sentences:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        tokens = tokenize_texts(self.tokenizer, sentences, self.max_length, desc="tokenising")
+        order = np.argsort(-tokens.lengths(), kind="stable")
+        out = np.empty((len(sentences), self.dimension), dtype=np.float32)
+        pad = int(self.tokenizer.pad_token_id or 0)
+        show = show_progress if show_progress is not None else len(sentences) > 5 * batch_size
+        for start in tqdm(range(0, len(order), batch_size), desc="encoding", unit="batch", disable=not show):
+            idx = order[start : start + batch_size]
+            batch = collate_views([(int(i), [tokens[int(i)]]) for i in idx], pad)
+            feeds = {
+                "input_ids": batch.input_ids[:, 0].numpy(),
+                "attention_mask": batch.attention_mask[:, 0].numpy(),
+            }
+            vectors = self.session.run(["embeddings"], feeds)[0]
+            if normalize:
+                vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+            out[idx] = vectors
+        return out
+
+    def similarity(self, a, b, batch_size: int = 128) -> np.ndarray:
+        a = [a] if isinstance(a, str) else list(a)
+        b = [b] if isinstance(b, str) else list(b)
+        return self.encode(a, batch_size, normalize=True) @ self.encode(b, batch_size, normalize=True).T
+
+
+def load_encoder(name_or_path: str, pooler: str | None = None, allow_pickle: bool = False):
+    """An exported ONNX folder as ``OnnxEncoder``, anything else as ``SentenceEncoder.load``."""
+    folder = Path(name_or_path)
+    if (folder / ONNX_FILE).is_file():
+        if pooler is not None:
+            raise ModelLoadError(f"{name_or_path}: an ONNX export keeps the pooler it was exported with")
+        return OnnxEncoder.load(folder)
+    from sentcl.model.encoder import SentenceEncoder
+
+    return SentenceEncoder.load(name_or_path, pooler=pooler, allow_pickle=allow_pickle)

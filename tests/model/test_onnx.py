@@ -1,0 +1,74 @@
+"""The ONNX path: the exported embedding path equals the PyTorch one, int8 stays close, and every command
+that loads a model takes the export."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from sentcl.cli.main import main
+from sentcl.model import ModelConfig, ModelLoadError, SentenceEncoder
+from sentcl.model.onnx import ONNX_FILE, OnnxEncoder, export_onnx, load_encoder
+
+TEXTS = ["a man plays the guitar", "the dog runs on the street", "a woman reads a book", "red"]
+
+
+def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+@pytest.mark.parametrize("pooler", ["avg", "cls", "avg_first_last"])
+def test_fp32_export_equals_the_encoder_and_int8_stays_close(tmp_path, tiny_model_dir, pooler):
+    torch.manual_seed(0)
+    encoder = SentenceEncoder.from_config(ModelConfig(str(tiny_model_dir), pooler=pooler)).eval()
+    expected = encoder.encode(TEXTS)
+    fp32 = OnnxEncoder.load(export_onnx(encoder, tmp_path / "fp32"))
+    np.testing.assert_allclose(fp32.encode(TEXTS, batch_size=3), expected, atol=1e-5)
+    assert (fp32.pooler, fp32.dimension, fp32.precision) == (pooler, encoder.dimension, "fp32")
+    assert encoder.training is False and encoder.device.type == "cpu"  # the export leaves it as it was
+    int8 = OnnxEncoder.load(export_onnx(encoder, tmp_path / "int8", int8=True))
+    got = int8.encode(TEXTS)
+    assert int8.precision == "int8" and not np.allclose(got, expected, atol=1e-5)  # int8 products
+    assert cosines(got, expected).min() > 0.98
+    assert (tmp_path / "int8" / ONNX_FILE).stat().st_size < 0.5 * (
+        tmp_path / "fp32" / ONNX_FILE
+    ).stat().st_size
+
+
+def test_load_encoder_picks_the_export_and_says_what_is_missing(tmp_path, tiny_model_dir):
+    encoder = SentenceEncoder.load(str(tiny_model_dir), pooler="avg")
+    export_onnx(encoder, tmp_path / "onnx")
+    assert isinstance(load_encoder(str(tmp_path / "onnx")), OnnxEncoder)
+    assert isinstance(load_encoder(str(tiny_model_dir)), SentenceEncoder)
+    with pytest.raises(ModelLoadError, match="keeps the pooler"):
+        load_encoder(str(tmp_path / "onnx"), pooler="cls")
+    (tmp_path / "onnx" / "sentcl_onnx.json").unlink()
+    with pytest.raises(ModelLoadError, match=r"sentcl_onnx\.json"):
+        OnnxEncoder.load(tmp_path / "onnx")
+
+
+def test_cli_exports_and_the_export_encodes_like_the_model(tmp_path, tiny_model_dir, capsys):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(TEXTS) + "\n")
+    assert main(["export", str(tiny_model_dir), "--onnx", str(tmp_path / "onnx"), "--pooler", "avg"]) == 0
+    assert "largest difference" in capsys.readouterr().out
+    assert main(["encode", str(tmp_path / "onnx"), str(corpus), "--out", str(tmp_path / "a.npy")]) == 0
+    assert main(["encode", str(tiny_model_dir), str(corpus), "--out", str(tmp_path / "b.npy")]) == 0
+    np.testing.assert_allclose(np.load(tmp_path / "a.npy"), np.load(tmp_path / "b.npy"), atol=1e-5)
+    assert (
+        main(
+            [
+                "encode",
+                str(tmp_path / "onnx"),
+                str(corpus),
+                "--out",
+                str(tmp_path / "c.npy"),
+                "--dtype",
+                "bf16",
+            ]
+        )
+        == 2
+    )
+    assert "ONNX export in fp32" in capsys.readouterr().err
+    assert json.loads((tmp_path / "onnx" / "sentcl_onnx.json").read_text())["pooler"] == "avg"

@@ -169,7 +169,7 @@ def part_train_sentcl(device: str, padded: bool = False) -> dict:
                 "training": {
                     "output_dir": f"{tmp}/run", "batch_size": BATCH, "learning_rate": LR,
                     "max_steps": WARMUP + STEPS, "eval_steps": 0, "logging_steps": 1, "seed": 42,
-                    "device": device, "autocast": "bfloat16" if device == "cuda" else "none",
+                    "device": device, "autocast": "bfloat16" if device == "cuda" else "auto",  # CPU: the default
                 },
             }
         )  # fmt: skip

@@ -46,9 +46,10 @@ class RunConfig:
     #: continue from output_dir/checkpoint (exactly: same batches, masks and updates)
     resume: bool = False
     device: str = "auto"
-    #: bfloat16 autocast of the forward passes; auto: bf16 where the device multiplies bf16 natively
-    #: (CPUs with avx512_bf16 / amx_bf16, GPUs from compute capability 8.0), fp32 elsewhere
-    autocast: Literal["none", "bfloat16", "auto"] = "none"
+    #: bfloat16 autocast of the forward passes; auto (the default): bf16 where the device multiplies bf16
+    #: natively (CPUs with avx512_bf16 / amx_bf16, GPUs from compute capability 8.0), fp32 elsewhere, and the
+    #: log says which and why; none: fp32. A protocol that must not depend on the machine pins it.
+    autocast: Literal["none", "bfloat16", "auto"] = "auto"
 
     def validate(self) -> None:
         positive = {

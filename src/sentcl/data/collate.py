@@ -88,6 +88,18 @@ def tokenize_texts(
     return TokenizedColumn(ids)
 
 
+def sorted_batches(tokenizer, sentences: list[str], max_length: int, batch_size: int, show_progress=None):
+    """Tokenise ``sentences`` once and yield ``(rows, Batch [n, 1, L])`` from the longest to the shortest
+    sentence, so each batch holds sentences of similar length (little padding): how models encode."""
+    tokens = tokenize_texts(tokenizer, sentences, max_length, desc="tokenising")
+    order = np.argsort(-tokens.lengths(), kind="stable")
+    pad = int(tokenizer.pad_token_id or 0)
+    show = show_progress if show_progress is not None else len(sentences) > 5 * batch_size
+    for start in tqdm(range(0, len(order), batch_size), desc="encoding", unit="batch", disable=not show):
+        rows = order[start : start + batch_size]
+        yield rows, collate_views([(int(i), [tokens[int(i)]]) for i in rows], pad)
+
+
 class ContrastiveDataset(torch.utils.data.Dataset):
     """Records tokenised once; item i is the list of its V views' token ids.
 

@@ -28,11 +28,10 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
-from tqdm.auto import tqdm
 
 from sentcl.atomic_write import atomic_folder
 from sentcl.config import ConfigError
-from sentcl.data.collate import collate_views, tokenize_texts
+from sentcl.data.collate import sorted_batches
 from sentcl.hardware import choose_autocast, detect
 from sentcl.model.backbone import ModelLoadError, load_backbone, resolve_model_path
 from sentcl.model.dropout import use_fast_dropout
@@ -300,22 +299,16 @@ class SentenceEncoder(nn.Module):
         sentences = list(sentences)
         if not sentences:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        tokens = tokenize_texts(self.tokenizer, sentences, self.max_length, desc="tokenising")
-        order = np.argsort(-tokens.lengths(), kind="stable")
         out = np.empty((len(sentences), self.dimension), dtype=np.float32)
-        pad = int(self.tokenizer.pad_token_id or 0)
         was_training = self.training
         self.eval()
-        show = show_progress if show_progress is not None else len(sentences) > 5 * batch_size
         autocast = self.inference_autocast
         precision = torch.autocast(self.device.type, dtype=autocast, enabled=autocast is not None)
+        batches = sorted_batches(self.tokenizer, sentences, self.max_length, batch_size, show_progress)
         try:
             with torch.inference_mode(), precision:
-                for start in tqdm(
-                    range(0, len(order), batch_size), desc="encoding", unit="batch", disable=not show
-                ):
-                    idx = order[start : start + batch_size]
-                    batch = collate_views([(int(i), [tokens[int(i)]]) for i in idx], pad).to(self.device)
+                for idx, batch in batches:
+                    batch = batch.to(self.device)
                     vectors = self.encode_tokens(batch.input_ids[:, 0], batch.attention_mask[:, 0]).float()
                     if normalize:
                         vectors = torch.nn.functional.normalize(vectors, dim=-1)

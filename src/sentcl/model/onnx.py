@@ -24,11 +24,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 from transformers import AutoTokenizer
 
 from sentcl.atomic_write import atomic_folder
-from sentcl.data.collate import collate_views, tokenize_texts
+from sentcl.data.collate import sorted_batches
 from sentcl.model.backbone import ModelLoadError
 
 logger = logging.getLogger(__name__)
@@ -147,14 +146,10 @@ class OnnxEncoder:
         sentences = list(sentences)
         if not sentences:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        tokens = tokenize_texts(self.tokenizer, sentences, self.max_length, desc="tokenising")
-        order = np.argsort(-tokens.lengths(), kind="stable")
         out = np.empty((len(sentences), self.dimension), dtype=np.float32)
-        pad = int(self.tokenizer.pad_token_id or 0)
-        show = show_progress if show_progress is not None else len(sentences) > 5 * batch_size
-        for start in tqdm(range(0, len(order), batch_size), desc="encoding", unit="batch", disable=not show):
-            idx = order[start : start + batch_size]
-            batch = collate_views([(int(i), [tokens[int(i)]]) for i in idx], pad)
+        for idx, batch in sorted_batches(
+            self.tokenizer, sentences, self.max_length, batch_size, show_progress
+        ):
             feeds = {
                 "input_ids": batch.input_ids[:, 0].numpy(),
                 "attention_mask": batch.attention_mask[:, 0].numpy(),

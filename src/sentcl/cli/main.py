@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 from functools import partial
@@ -27,6 +28,7 @@ from sentcl.postprocess import POSTPROCESSORS, PostProcessedEmbedder, fit_postpr
 from sentcl.postprocess.corpus import fit_corpus
 from sentcl.serving import SentenceIndex
 from sentcl.training import CheckpointError, TrainingError, load_recipe, summarise, train
+from sentcl.training.model_card import add_evaluation
 from sentcl.training.pretrain import (
     load_pretrain_recipe,
     pretrain,
@@ -132,6 +134,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--onnx", required=True, metavar="FOLDER", help="output folder (model.onnx + tokenizer)")
     p.add_argument("--int8", action="store_true", help="quantise to int8 (ONNX Runtime dynamic, per channel)")
     p.add_argument("--pooler", choices=list(POOLERS))
+
+    p = commands.add_parser("card", help="add sentcl evaluate --json results to a trained model's card")
+    p.add_argument("model", help="a model folder saved by sentcl train (it has README.md)")
+    p.add_argument(
+        "--add", nargs="+", required=True, metavar="RESULTS", help="files of sentcl evaluate --json"
+    )
 
     p = commands.add_parser(
         "index", parents=[pickles], help="build a faiss index of a corpus (one sentence per line)"
@@ -303,6 +311,25 @@ def run_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_card(args: argparse.Namespace) -> int:
+    folder = Path(args.model)
+    if (folder / "model" / "README.md").is_file() and not (folder / "README.md").is_file():
+        folder = folder / "model"  # a run folder: its kept model
+    for name in args.add:
+        try:
+            results = json.loads(Path(name).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"{name}: no such file") from None
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{name}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+        try:
+            path = add_evaluation(folder, results, Path(name).name)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+    print(f"{path}: {len(args.add)} result file(s) added")
+    return 0
+
+
 def run_index(args: argparse.Namespace) -> int:
     sentences = [row[0] for row in read_sentences(args.corpus).rows]
     encoder = _inference_encoder(args)
@@ -425,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
             "reproduce": run_reproduce,
         }
         commands |= {"encode": run_encode, "index": run_index, "search": run_search, "serve": run_serve}
-        commands |= {"export": run_export}
+        commands |= {"export": run_export, "card": run_card}
         return commands[args.command](args)
     except USER_ERRORS as exc:
         print(f"sentcl {args.command}: error: {exc}", file=sys.stderr)

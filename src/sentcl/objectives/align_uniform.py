@@ -49,6 +49,11 @@ def uniform_loss(x: torch.Tensor, t: float = 2.0) -> torch.Tensor:
 
 
 class AlignUniform(ContrastiveObjective):
+    paper = (
+        "Wang & Isola, Understanding Contrastive Representation Learning through Alignment and "
+        "Uniformity on the Hypersphere, ICML 2020"
+    )
+
     def __init__(self, config: AlignUniformConfig | None = None, encoder=None, data=None):
         super().__init__(config or AlignUniformConfig(), encoder)
         c = self.config

@@ -68,6 +68,8 @@ class ContrastiveConfig(ObjectiveConfig):
 
 
 class Objective(nn.Module):
+    #: the method's paper (authors, title, venue), for the model card
+    paper: ClassVar[str] = ""
     #: poolers whose sentence vector the objective's loss never trains, each with the reason: a recipe
     #: asking for one of them is refused (the row would measure the untrained start model)
     untrained_poolers: ClassVar[dict[str, str]] = {}

@@ -60,6 +60,11 @@ def cline_contrast(anchor, synonym, antonym, similarity: str, temperature: float
 
 
 class CLINE(MaskedLMObjective):
+    paper = (
+        "Wang et al., CLINE: Contrastive Learning with Semantic Negative Examples for Natural "
+        "Language Understanding, ACL 2021"
+    )
+
     def __init__(self, config: CLINEConfig | None = None, encoder: SentenceEncoder | None = None, data=None):
         super().__init__(config or CLINEConfig(), encoder)
         if data is not None and not isinstance(data, WordNetViewsDataset):

@@ -96,6 +96,11 @@ def dclr_loss(
 
 
 class DCLR(ContrastiveObjective):
+    paper = (
+        "Zhou, Zhang, Zhao & Wen, "
+        "Debiased Contrastive Learning of Unsupervised Sentence Representations, ACL 2022"
+    )
+
     def __init__(self, config: DCLRConfig | None = None, encoder: SentenceEncoder | None = None, data=None):
         super().__init__(config or DCLRConfig(complementary_model=START), encoder)
         self.config.validate()

@@ -56,6 +56,8 @@ def debiased_info_nce_loss(
 class DebiasedInfoNCE(ContrastiveObjective):
     """View 0 anchors, view 1 positives; the other anchors' positives are the negatives."""
 
+    paper = "Chuang, Robinson, Lin, Torralba & Jegelka, Debiased Contrastive Learning, NeurIPS 2020"
+
     def __init__(self, config: DebiasedConfig | None = None, encoder=None, data=None):
         super().__init__(config or DebiasedConfig(), encoder)
 

@@ -102,6 +102,11 @@ class EASE(ContrastiveObjective):
     """The entity table is built from the training data's label columns (``data``: the dataset, whose
     ``label_names`` are the entities and whose batches carry each row's entity ids in ``labels``)."""
 
+    paper = (
+        "Nishikawa, Ri, Yamada, Tsuruoka & Echizen, "
+        "EASE: Entity-Aware Contrastive Learning of Sentence Embedding, NAACL 2022"
+    )
+
     def __init__(self, config: EASEConfig | None = None, encoder: SentenceEncoder | None = None, data=None):
         super().__init__(config or EASEConfig(), encoder)
         if data is None:

@@ -94,6 +94,11 @@ class MaskedLM(MaskedLMObjective):
     L = λ · L_MLM on every view of the batch. The head is the encoder's ``masked_lm_head()``, or ``head``
     (the head of a masked-LM model built for pre-training)."""
 
+    paper = (
+        "Devlin, Chang, Lee & Toutanova, "
+        "BERT: Pre-training of Deep Bidirectional Transformers for Language Understanding, NAACL 2019"
+    )
+
     def __init__(self, config: MaskedLMConfig | None = None, encoder=None, data=None, head=None):
         super().__init__(config or MaskedLMConfig(), encoder)
         self.head = head if head is not None else self.require_encoder().masked_lm_head()

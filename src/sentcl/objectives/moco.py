@@ -42,6 +42,11 @@ class MoCoConfig(ContrastiveConfig):
 
 
 class MoCo(ContrastiveObjective):
+    paper = (
+        "He, Fan, Wu, Xie & Girshick, "
+        "Momentum Contrast for Unsupervised Visual Representation Learning, CVPR 2020"
+    )
+
     def __init__(self, config: MoCoConfig | None = None, encoder=None, data=None):
         super().__init__(config or MoCoConfig(), encoder)
         self.key_encoder = self.require_encoder().momentum_copy()

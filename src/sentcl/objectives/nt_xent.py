@@ -48,6 +48,11 @@ def nt_xent_loss(
 
 
 class NTXent(ContrastiveObjective):
+    paper = (
+        "Chen, Kornblith, Norouzi & Hinton, "
+        "A Simple Framework for Contrastive Learning of Visual Representations, ICML 2020"
+    )
+
     def __init__(self, config: NTXentConfig | None = None, encoder=None, data=None):
         super().__init__(config or NTXentConfig(), encoder)
 

@@ -88,6 +88,7 @@ def projection_head(hidden: int, size: int, init_std: float) -> nn.Sequential:
 
 
 class SelfGuided(ContrastiveObjective):
+    paper = "Kim, Yoo & Lee, Self-Guided Contrastive Learning for BERT Sentence Representations, ACL 2021"
     untrained_poolers: ClassVar[dict[str, str]] = {
         "cls": "puts SimCSE's tanh MLP head in front of SG-OPT's own projection head, which the paper does "
         "not have; use cls_before_pooler (the paper's last-layer [CLS]) or avg"

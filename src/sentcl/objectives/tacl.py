@@ -55,6 +55,10 @@ def token_contrastive_loss(
 
 
 class TaCL(MaskedLMObjective):
+    paper = (
+        "Su et al., TaCL: Improving BERT Pre-training with Token-aware Contrastive Learning, "
+        "Findings of NAACL 2022"
+    )
     untrained_poolers: ClassVar[dict[str, str]] = {
         name: "is never trained by TaCL: its token-level loss is on masked positions only, and special "
         "tokens are never masked; use avg (the tokens it trains)"

@@ -65,6 +65,11 @@ def virtual_perturbation(anchors: torch.Tensor, neighbours: torch.Tensor, radius
 
 
 class VaSCL(ContrastiveObjective):
+    paper = (
+        "Zhang et al., Virtual Augmentation Supported Contrastive Learning of Sentence Representations, "
+        "Findings of ACL 2022"
+    )
+
     def __init__(self, config: VaSCLConfig | None = None, encoder=None, data=None):
         super().__init__(config or VaSCLConfig(), encoder)
 

@@ -38,13 +38,14 @@ from sentcl.embedder import CachedEmbedder
 from sentcl.evaluation import STSEvaluator, resolve_data_dir
 from sentcl.hardware import Hardware, choose_autocast, detect
 from sentcl.model import SentenceEncoder
-from sentcl.objectives import build_objective
+from sentcl.objectives import REGISTRY, build_objective
 from sentcl.training import distributed
 from sentcl.training.checkpoint import LoopState, load_checkpoint, save_checkpoint
 from sentcl.training.child_tuning import ChildTuning
 from sentcl.training.gradcache import chunkable, forward_backward
 from sentcl.training.guards import UNTOUCHED, TrainingError, require_finite_metric, require_finite_weights
 from sentcl.training.metrics_log import MetricsLog
+from sentcl.training.model_card import card_data, write_model_card
 from sentcl.training.optim import build_optimizer, build_scheduler
 from sentcl.training.recipe import TrainConfig
 
@@ -355,6 +356,11 @@ def train(config: TrainConfig) -> TrainResult:
     if context.is_main:
         with atomic_file(output_dir / "summary.json") as handle:
             finite_json.dump(result.summary(), handle, indent=2)
+        kept = [r for r in outcome.history if r.get("step") == state.best_step and "geometry" in r]
+        summary = {k: v for k, v in result.summary().items() if k != "model"}
+        paper = REGISTRY[config.objective_name][0].paper
+        card = card_data(config.to_dict(), paper, summary, kept[-1]["geometry"] if kept else None)
+        write_model_card(output_dir / "model", card)
     distributed.barrier(context)
     return result
 

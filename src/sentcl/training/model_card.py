@@ -1,0 +1,132 @@
+"""The model card: a README.md in every saved ``model/`` folder, as sentence-transformers writes one.
+
+It holds the recipe and the objective's paper, the evaluation results (STS-B dev before training and at
+the kept step; whatever ``sentcl evaluate --json`` adds later through ``sentcl card``), the geometry
+probe at the kept step, and how to load the model in sentcl, sentence-transformers and transformers. The
+Hugging Face Hub reads the YAML front matter. The card's data travel with it in a JSON comment, so results
+added later re-render the whole card instead of appending to it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sentcl import finite_json
+from sentcl.atomic_write import atomic_file
+
+CARD = "README.md"
+SENTCL_USE = """```python
+from sentcl.model import SentenceEncoder
+
+encoder = SentenceEncoder.load("PATH")
+vectors = encoder.encode(["A man is playing a guitar."])
+```"""
+SENTENCE_TRANSFORMERS_USE = """```python
+from sentence_transformers import SentenceTransformer
+
+model = SentenceTransformer("PATH")
+vectors = model.encode(["A man is playing a guitar."])
+```"""
+NOT_EXPORTED = "Pooler `{pooler}` has no sentence-transformers equivalent: load the model with sentcl."
+TRANSFORMERS_USE = """```python
+from transformers import AutoModel, AutoTokenizer
+
+tokenizer = AutoTokenizer.from_pretrained("PATH")
+model = AutoModel.from_pretrained("PATH")
+# then pool the token states as `{pooler}` does (sentcl/model/pooling.py)
+```"""
+_DATA = re.compile(r"<!-- sentcl-card-data\n(.*?)\n-->", re.S)
+
+
+def card_data(recipe: dict[str, Any], paper: str, summary: dict[str, Any], geometry: dict | None) -> dict:
+    """What a training run knows about the model it saved."""
+    return {"recipe": recipe, "paper": paper, "summary": summary, "geometry": geometry, "evaluations": []}
+
+
+def write_model_card(folder: str | Path, data: dict[str, Any]) -> Path:
+    """Render ``data`` as ``folder/README.md`` (atomically)."""
+    path = Path(folder) / CARD
+    with atomic_file(path) as handle:
+        handle.write(render(Path(folder), data))
+    return path
+
+
+def read_card_data(folder: str | Path) -> dict[str, Any] | None:
+    path = Path(folder) / CARD
+    if not path.is_file():
+        return None
+    match = _DATA.search(path.read_text(encoding="utf-8"))
+    return json.loads(match.group(1)) if match else None
+
+
+def add_evaluation(folder: str | Path, results: dict[str, Any], source: str) -> Path:
+    """Merge ``sentcl evaluate --json`` results into the card of a model saved by sentcl."""
+    data = read_card_data(folder)
+    if data is None:
+        raise ValueError(f"{folder}: no sentcl model card ({CARD} written by sentcl train) to add results to")
+    if not isinstance(results.get("metrics"), dict):
+        raise ValueError(f"{source}: not the output of sentcl evaluate --json (no 'metrics' object)")
+    entry = {"source": source, "pooler": results.get("pooler"), "postprocess": results.get("postprocess")}
+    data["evaluations"] = [e for e in data["evaluations"] if e["source"] != source]
+    data["evaluations"].append(entry | {"metrics": results["metrics"]})
+    return write_model_card(folder, data)
+
+
+def _number(value) -> str:
+    return f"{value:.2f}" if isinstance(value, (int, float)) else str(value)
+
+
+def render(folder: Path, data: dict[str, Any]) -> str:
+    recipe, summary = data["recipe"], data["summary"]
+    model, objective = recipe.get("model", {}), recipe.get("objective", {})
+    base, pooler = model.get("name_or_path", ""), model.get("pooler", "")
+    name = objective.get("name", "")
+    exported = (folder / "modules.json").is_file()
+    front = {
+        "library_name": "sentence-transformers" if exported else "transformers",
+        "pipeline_tag": "sentence-similarity",
+        "tags": ["sentence-transformers", "sentence-similarity", "feature-extraction", "sentcl", name],
+        "base_model": base or None,
+    }
+    lines = ["---", yaml.safe_dump(front, sort_keys=False).strip(), "---", ""]
+    lines += [f"# {name} from {base}", ""]
+    lines += [f"A sentence encoder trained with sentcl (objective `{name}`, pooler `{pooler}`)."]
+    if data.get("paper"):
+        lines += ["", f"Objective's paper: {data['paper']}."]
+    lines += ["", "## Evaluation", ""]
+    primary = summary.get("primary_metric")
+    if primary and summary.get("best_metrics"):
+        lines += ["| metric | before training | kept model (step "
+                  f"{summary.get('best_step')}) |", "|---|---:|---:|"]  # fmt: skip
+        before = summary.get("initial_metrics") or {}
+        for key, value in summary["best_metrics"].items():
+            lines.append(f"| {key} | {_number(before.get(key, '—'))} | {_number(value)} |")
+        lines += ["", f"The kept model is the step with the best `{primary}` (SimCSE's policy)."]
+    else:
+        lines += [f"Trained {summary.get('steps')} steps without evaluation; the final model was saved."]
+    for entry in data.get("evaluations", []):
+        extra = f", post-processed with {entry['postprocess']}" if entry.get("postprocess") else ""
+        lines += ["", f"`sentcl evaluate` ({entry['source']}; pooler {entry.get('pooler')}{extra}):", ""]
+        lines += ["| task | score |", "|---|---:|"]
+        lines += [f"| {task} | {_number(score)} |" for task, score in entry["metrics"].items()]
+    if data.get("geometry"):
+        lines += ["", "## Geometry at the kept step (STS-B dev probe)", ""]
+        lines += ["| quantity | value |", "|---|---:|"]
+        lines += [f"| {key} | {_number(value)} |" for key, value in data["geometry"].items()]
+        lines += [
+            "",
+            "ℓ_align and ℓ_uniform as in Wang & Isola (2020), on L2-normalised vectors: lower is better.",
+        ]
+    lines += ["", "## Use", "", SENTCL_USE]
+    lines += ["", SENTENCE_TRANSFORMERS_USE if exported else NOT_EXPORTED.format(pooler=pooler)]
+    lines += ["", TRANSFORMERS_USE.format(pooler=pooler)]
+    lines += ["", "## Training recipe", "", "```yaml", yaml.safe_dump(recipe, sort_keys=False).strip(), "```"]
+    payload = json.dumps(json.loads(finite_json.dumps(data)), indent=1, ensure_ascii=False)
+    payload = payload.replace("-->", "--\\u003e")  # nothing in the data may end the comment
+    lines += ["", f"<!-- sentcl-card-data\n{payload}\n-->", ""]
+    return "\n".join(lines)

@@ -90,3 +90,69 @@ def test_corrupt_gzip(tmp_path):
     path.write_bytes(b"not gzip at all")
     with pytest.raises(DataError, match=r"not a valid gzip"):
         read_records(path)
+
+
+# ----------------------------------------------------------------------------- named-column formats
+def test_jsonl_layouts_and_errors_name_the_line(tmp_path):
+    from sentcl.data.readers import read_records
+
+    unsup = tmp_path / "u.jsonl"
+    unsup.write_text('{"sentence": "a dog runs", "id": 1}\n\n{"sentence": "a cat sleeps", "id": 2}\n')
+    records = read_records(unsup)
+    assert records.rows == [("a dog runs",), ("a cat sleeps",)] and records.lines == [1, 3]
+    sup = tmp_path / "s.jsonl"
+    sup.write_text('{"sent0": "a", "sent1": "b", "hard_neg": "c"}\n')
+    assert read_records(sup).rows == [("a", "b", "c")]
+    ease = tmp_path / "e.jsonl"
+    ease.write_text('{"sentence": "Paris is big", "entity": "Paris"}\n')
+    assert read_records(ease).rows == [("Paris is big", "Paris")]
+    cases = {
+        '{"sentence": "a"}\n{"sentence": \n': r"b\.jsonl:2: invalid JSON",
+        '{"sentence": "a"}\n{"text": "b"}\n': r"b\.jsonl:2: no 'sentence'",
+        '{"sentence": "a"}\n{"sentence": " "}\n': r"b\.jsonl:2: 'sentence' is empty",
+        '{"sentence": 3}\n': r"b\.jsonl:1: 'sentence' is int, not text",
+        '{"title": "a"}\n': r"b\.jsonl:1: columns \['title'\] match no layout",
+        '["a"]\n': r"b\.jsonl:1: a JSON object",
+    }
+    bad = tmp_path / "b.jsonl"
+    for text, message in cases.items():
+        bad.write_text(text)
+        with pytest.raises(DataError, match=message):
+            read_records(bad)
+
+
+def test_parquet_and_datasets_folders_with_row_numbers(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from datasets import Dataset, DatasetDict
+
+    from sentcl.data.readers import read_records
+
+    table = pa.table({"sent0": ["a man", "a dog"], "sent1": ["a person", "an animal"], "score": [1, 2]})
+    pq.write_table(table, tmp_path / "pairs.parquet")
+    records = read_records(tmp_path / "pairs.parquet")
+    assert records.rows == [("a man", "a person"), ("a dog", "an animal")]
+    assert records.lines == [1, 2] and records.unit == "row"
+    pq.write_table(pa.table({"sentence": ["ok", ""]}), tmp_path / "bad.parquet")
+    with pytest.raises(DataError, match=r"bad\.parquet: row 2: 'sentence' is empty"):
+        read_records(tmp_path / "bad.parquet")
+    (tmp_path / "broken.parquet").write_text("not parquet")
+    with pytest.raises(DataError, match="not a Parquet file"):
+        read_records(tmp_path / "broken.parquet")
+    Dataset.from_dict({"text": ["one sentence", "another one"]}).save_to_disk(str(tmp_path / "ds"))
+    assert read_records(tmp_path / "ds").rows == [("one sentence",), ("another one",)]
+    splits = DatasetDict({"test": Dataset.from_dict({"text": ["x"]})})
+    splits.save_to_disk(str(tmp_path / "splits"))
+    with pytest.raises(DataError, match="no 'train' split"):
+        read_records(tmp_path / "splits")
+
+
+def test_a_run_trains_from_jsonl_and_names_its_rows_on_error(tmp_path, tiny_model_dir):
+    from sentcl.data import ContrastiveDataset
+    from sentcl.data.readers import read_records
+    from sentcl.model import SentenceEncoder
+
+    path = tmp_path / "train.jsonl"
+    path.write_text("".join(f'{{"sentence": "sentence number {i}"}}\n' for i in range(6)))
+    dataset = ContrastiveDataset(read_records(path), SentenceEncoder.load(str(tiny_model_dir)).tokenizer)
+    assert dataset.describe([0, 5]) == f"{path} lines [1, 6]"

@@ -164,7 +164,7 @@ class ContrastiveDataset(torch.utils.data.Dataset):
     def describe(self, rows) -> str:
         """Where the examples ``rows`` come from, for an error message: the file and its lines."""
         lines = [self.records.lines[int(i)] for i in rows]
-        return f"{self.records.path} lines {lines[:10]}{' …' if len(lines) > 10 else ''}"
+        return f"{self.records.path} {self.records.unit}s {lines[:10]}{' …' if len(lines) > 10 else ''}"
 
 
 def group_by_length(

@@ -2,10 +2,14 @@
 
 * one sentence per line (``.txt``, ``.txt.gz``) → unsupervised records, one view each;
 * csv / tsv (optionally ``.gz``) with 2 columns ``sent0,sent1`` or 3 columns ``sent0,sent1,hard_neg``
-  (SimCSE's layout), header optional → supervised records.
+  (SimCSE's layout), header optional → supervised records;
+* JSON Lines (``.jsonl``, optionally ``.gz``), Parquet (``.parquet``, read with pyarrow) and a folder
+  written by ``datasets``' ``save_to_disk``, with named columns: the first of ``LAYOUTS`` whose columns
+  are all there (``sentence``; ``sent0, sent1[, hard_neg]``; ``sentence, entity[, hard_negative_entity]``
+  …). They are read whole into memory (no streaming yet).
 
-Every problem is one :class:`DataError` naming ``file:line``: a missing or empty file, an undecodable
-byte, a row with the wrong number of fields or an empty field. Nothing is skipped silently: blank
+Every problem is one :class:`DataError` naming ``file:line`` (``file: row N`` for Parquet and datasets):
+a missing or empty file, an undecodable byte, a row with the wrong number of fields or an empty field. Nothing is skipped silently: blank
 lines of a ``.txt`` are skipped and their count is logged.
 """
 
@@ -14,6 +18,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +41,8 @@ class Records:
     path: str
     rows: list[tuple[str, ...]]
     lines: list[int]
+    #: what ``lines`` count: file lines, or rows of a Parquet file / datasets folder (from 1)
+    unit: str = "line"
 
     @property
     def n_columns(self) -> int:
@@ -146,12 +153,138 @@ def _looks_like_header(record: list[str]) -> bool:
     return all(cell.strip().lower() in HEADER_NAMES for cell in record)
 
 
-def read_records(path: str | Path, header: bool | None = None) -> Records:
-    """Dispatch on the extension: .txt → sentences; .csv/.tsv → pairs or triplets."""
+#: Named-column layouts of JSON Lines, Parquet and datasets folders, tried in this order: the first whose
+#: columns are all present is read (other columns are ignored and logged).
+LAYOUTS: tuple[tuple[str, ...], ...] = (
+    ("sent0", "sent1", "hard_neg"),
+    ("sent0", "sent1"),
+    ("anchor", "positive", "negative"),
+    ("anchor", "positive"),
+    ("sentence1", "sentence2"),
+    ("sentence", "entity", "hard_negative_entity"),
+    ("sentence", "entity"),
+    ("sentence",),
+    ("text",),
+)
+
+
+def choose_layout(columns, where: str) -> tuple[str, ...]:
+    for layout in LAYOUTS:
+        if all(name in columns for name in layout):
+            unused = sorted(set(columns) - set(layout))
+            if unused:
+                logger.info(
+                    "%s: reading columns %s; ignoring %s", where, ", ".join(layout), ", ".join(unused)
+                )
+            return layout
+    known = "; ".join(", ".join(layout) for layout in LAYOUTS)
+    raise DataError(f"{where}: columns {sorted(columns)} match no layout (one of: {known})")
+
+
+def _cells(values, layout: tuple[str, ...], where: str) -> tuple[str, ...]:
+    cells = []
+    for name, value in zip(layout, values, strict=True):
+        if not isinstance(value, str):
+            raise DataError(f"{where}: {name!r} is {type(value).__name__}, not text")
+        if not value.strip():
+            raise DataError(f"{where}: {name!r} is empty")
+        cells.append(value.strip())
+    return tuple(cells)
+
+
+def read_jsonl(path: str | Path) -> Records:
+    """JSON Lines: one object per line with named columns (``LAYOUTS``); blank lines are skipped."""
     path = Path(path)
+    layout = None
+    rows, lines = [], []
+    for number, line in enumerate(_read_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}:{number}: invalid JSON ({exc.msg}, column {exc.colno})") from None
+        if not isinstance(item, dict):
+            raise DataError(f"{path}:{number}: a JSON object with named columns was expected")
+        if layout is None:
+            layout = choose_layout(item, f"{path}:{number}")
+        missing = [name for name in layout if name not in item]
+        if missing:
+            raise DataError(f"{path}:{number}: no {missing[0]!r}, which the rows above have")
+        rows.append(_cells([item[name] for name in layout], layout, f"{path}:{number}"))
+        lines.append(number)
+    if not rows:
+        raise DataError(f"{path}:1: the file has no rows")
+    return Records(str(path), rows, lines)
+
+
+def _read_batches(batches, layout: tuple[str, ...], path: Path) -> Records:
+    """Rows of Arrow record batches (Parquet, datasets), numbered from 1; errors name the row."""
+    rows, numbers, number = [], [], 0
+    for batch in batches:
+        columns = [batch.column(name).to_pylist() for name in layout]
+        for values in zip(*columns, strict=True):
+            number += 1
+            rows.append(_cells(values, layout, f"{path}: row {number}"))
+            numbers.append(number)
+    if not rows:
+        raise DataError(f"{path}: no rows")
+    return Records(str(path), rows, numbers, unit="row")
+
+
+def read_parquet(path: str | Path) -> Records:
+    """A Parquet file with named columns (``LAYOUTS``), read batch by batch with pyarrow."""
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: file not found")
+    try:
+        source = pq.ParquetFile(path)
+    except Exception as exc:  # pyarrow raises its own error types
+        raise DataError(f"{path}: not a Parquet file ({exc})") from None
+    layout = choose_layout(source.schema_arrow.names, str(path))
+    return _read_batches(source.iter_batches(columns=list(layout), batch_size=65536), layout, path)
+
+
+def read_datasets_folder(path: str | Path) -> Records:
+    """A folder written by ``datasets``' ``save_to_disk`` (its ``train`` split if it holds several)."""
+    try:
+        from datasets import DatasetDict, load_from_disk
+    except ImportError:
+        raise DataError(
+            f"{path}: a datasets folder needs the datasets library: pip install datasets"
+        ) from None
+    path = Path(path)
+    try:
+        dataset = load_from_disk(str(path))
+    except (FileNotFoundError, ValueError) as exc:
+        raise DataError(f"{path}: not a datasets folder ({exc})") from None
+    if isinstance(dataset, DatasetDict):
+        if "train" not in dataset:
+            raise DataError(f"{path}: splits {sorted(dataset)} and no 'train' split to read")
+        dataset = dataset["train"]
+    layout = choose_layout(dataset.column_names, str(path))
+    table = dataset.select_columns(list(layout)).data.table
+    return _read_batches(table.to_batches(max_chunksize=65536), layout, path)
+
+
+def read_records(path: str | Path, header: bool | None = None) -> Records:
+    """Dispatch on the extension: .txt → sentences; .csv/.tsv → pairs or triplets; .jsonl and .parquet,
+    and a ``datasets`` folder, by their named columns (``LAYOUTS``)."""
+    path = Path(path)
+    if path.is_dir():
+        return read_datasets_folder(path)
     kind = _base_suffix(path)
     if kind in (".csv", ".tsv"):
         return read_table(path, header=header)
+    if kind in (".jsonl", ".ndjson"):
+        return read_jsonl(path)
+    if kind == ".parquet":
+        return read_parquet(path)
     if kind in (".txt", ""):
         return read_sentences(path)
-    raise DataError(f"{path}: unsupported file type {kind!r} (use .txt, .csv or .tsv, optionally .gz)")
+    raise DataError(
+        f"{path}: unsupported file type {kind!r} (use .txt, .csv, .tsv or .jsonl, optionally .gz; .parquet; "
+        f"or a datasets folder)"
+    )

@@ -9,8 +9,8 @@
   …). They are read whole into memory (no streaming yet).
 
 Every problem is one :class:`DataError` naming ``file:line`` (``file: row N`` for Parquet and datasets):
-a missing or empty file, an undecodable byte, a row with the wrong number of fields or an empty field. Nothing is skipped silently: blank
-lines of a ``.txt`` are skipped and their count is logged.
+a missing or empty file, an undecodable byte, a row with the wrong number of fields or an empty field.
+Nothing is skipped silently: blank lines of a ``.txt`` are skipped and their count is logged.
 """
 
 from __future__ import annotations

@@ -48,6 +48,7 @@ from sentcl.training.metrics_log import MetricsLog
 from sentcl.training.model_card import card_data, write_model_card
 from sentcl.training.optim import build_optimizer, build_scheduler
 from sentcl.training.recipe import TrainConfig
+from sentcl.training.trackers import Trackers, check_trackers
 
 logger = logging.getLogger(__name__)
 
@@ -146,6 +147,7 @@ class Steps:
     gradcache_chunk: int = 0
     child: ChildTuning | None = None
     name: str = "training"
+    recipe: dict = field(default_factory=dict)  # the resolved recipe, for the trackers' run config
 
 
 @dataclass
@@ -188,7 +190,15 @@ def run_steps(loop, steps: Steps, context, device: torch.device, output_dir: Pat
         "%d examples × %d views, %d steps of batch %d on %s", len(dataset), dataset.n_views, total_steps,
         loop.batch_size, device,
     )  # fmt: skip
-    log = MetricsLog(output_dir / "metrics.jsonl", state.step if resume else None, enabled=context.is_main)
+    trackers = None
+    if loop.report_to and context.is_main:
+        trackers = Trackers(loop.report_to, output_dir, steps.recipe, resume)
+    log = MetricsLog(
+        output_dir / "metrics.jsonl",
+        state.step if resume else None,
+        enabled=context.is_main,
+        trackers=trackers,
+    )
     evaluate = steps.evaluate if context.is_main else None  # rank 0 evaluates, logs and saves
     progress = tqdm(
         total=total_steps, initial=state.step, desc=steps.name, unit="step", disable=not context.is_main
@@ -304,6 +314,7 @@ def train(config: TrainConfig) -> TrainResult:
             f"training.gradcache_chunk: objective {config.objective_name!r} (or its MLM term) runs passes "
             f"of its own whose gradients GradCache cannot chunk; set it to 0"
         )
+    check_trackers(loop.report_to)  # an uninstalled tracker fails here, before anything is written
     if context.is_main:  # the inputs are checked: only now is anything written
         open_output_dir(output_dir, config.to_dict())
     distributed.barrier(context)
@@ -343,6 +354,7 @@ def train(config: TrainConfig) -> TrainResult:
         drop_last=loop.drop_last,
         gradcache_chunk=loop.gradcache_chunk,
         child=child,
+        recipe=config.to_dict(),
     )
     outcome = run_steps(loop, steps, context, device, output_dir, resume)
     state = outcome.state

@@ -15,8 +15,9 @@ class MetricsLog:
     replace the file atomically, so a kill at any moment leaves either the old history or the kept one,
     never an empty or truncated file. A torn last line (a kill in the middle of a write) is dropped."""
 
-    def __init__(self, path: Path, resume_step: int | None = None, enabled: bool = True):
+    def __init__(self, path: Path, resume_step: int | None = None, enabled: bool = True, trackers=None):
         self.records: list[dict] = []
+        self.trackers = trackers if enabled else None  # training.report_to: every record goes there too
         if not enabled:  # a rank other than 0 keeps records in memory only
             self.handle = None
             return
@@ -40,7 +41,11 @@ class MetricsLog:
         if self.handle is not None:
             self.handle.write(dumps(record) + "\n")
             self.handle.flush()
+        if self.trackers is not None:
+            self.trackers.log(record)
 
     def close(self) -> None:
         if self.handle is not None:
             self.handle.close()
+        if self.trackers is not None:
+            self.trackers.close()

@@ -53,6 +53,7 @@ from sentcl.training.loop import (
     sts_evaluator,
 )
 from sentcl.training.recipe import RunConfig
+from sentcl.training.trackers import check_trackers
 
 logger = logging.getLogger(__name__)
 
@@ -275,6 +276,7 @@ def pretrain(config: PretrainConfig) -> PretrainResult:
     )
     masking = MaskedLMConfig(mlm_probability=config.masking.probability, whole_word=config.masking.whole_word)
     objective = MaskedLM(masking, encoder, head=head)
+    check_trackers(loop.report_to)  # an uninstalled tracker fails before anything is written
     open_output_dir(output_dir, config.to_dict())  # the inputs are checked: only now is anything written
     tokens = SentenceTokens(sentences, tokenizer, config.data.max_length)
     split = torch.randperm(len(tokens), generator=torch.Generator().manual_seed(loop.seed)).tolist()
@@ -309,6 +311,7 @@ def pretrain(config: PretrainConfig) -> PretrainResult:
         eval_at_start=True,  # the held-out loss of the start, for the curve
         group_by_length=config.data.group_by_length,
         name="pre-training",
+        recipe=config.to_dict(),
     )
     outcome = run_steps(loop, steps, context, device, output_dir, resume)
     require_finite_weights(model, outcome.state.step)

@@ -50,6 +50,8 @@ class RunConfig:
     #: natively (CPUs with avx512_bf16 / amx_bf16, GPUs from compute capability 8.0), fp32 elsewhere, and the
     #: log says which and why; none: fp32. A protocol that must not depend on the machine pins it.
     autocast: Literal["none", "bfloat16", "auto"] = "auto"
+    #: experiment trackers that receive every logged record: tensorboard, wandb, mlflow (optional installs)
+    report_to: list[str] = field(default_factory=list)
 
     def validate(self) -> None:
         positive = {
@@ -74,6 +76,9 @@ class RunConfig:
                 raise ConfigError(f"{key}: must not be negative, got {getattr(self, key)}")
         if not 0.0 <= self.warmup_ratio < 1.0:
             raise ConfigError(f"warmup_ratio: must be in [0, 1), got {self.warmup_ratio}")
+        unknown = [name for name in self.report_to if name not in ("tensorboard", "wandb", "mlflow")]
+        if unknown:
+            raise ConfigError(f"report_to: {unknown[0]!r} is not one of tensorboard, wandb, mlflow")
 
 
 @dataclass

@@ -175,3 +175,20 @@ def test_a_model_that_needs_remote_code_is_one_line_exit_2(tiny_model_dir, tmp_p
     errors = [line for line in err.splitlines() if "error" in line]
     assert len(errors) == 1 and "Traceback" not in err and str(model) in errors[0]
     assert not (tmp_path / "e.npy").exists()
+
+
+def test_dim_keeps_a_prefix_and_is_checked(tmp_path, tiny_model_dir, capsys):
+    import numpy as np
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("a dog runs\na cat sleeps\n")
+    out = tmp_path / "v.npy"
+    assert (
+        main(["encode", str(tiny_model_dir), str(corpus), "--out", str(out), "--dim", "8", "--normalize"])
+        == 0
+    )
+    vectors = np.load(out)
+    assert vectors.shape == (2, 8)
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)  # normalised after the cut
+    assert main(["encode", str(tiny_model_dir), str(corpus), "--out", str(out), "--dim", "99"]) == 2
+    assert "--dim 99: the model gives 32 dimensions" in capsys.readouterr().err

@@ -80,7 +80,8 @@ BAD = [
     ("/v1/embeddings", {"input": 5}, 422, "input"),
     ("/v1/embeddings", {}, 422, "input"),
     ("/v1/embeddings", {"input": "x", "encoding_format": "int8"}, 422, "encoding_format"),
-    ("/v1/embeddings", {"input": "x", "dimensions": 7}, 400, "dimensions"),
+    ("/v1/embeddings", {"input": "x", "dimensions": 33}, 400, "dimensions"),
+    ("/v1/embeddings", {"input": "x", "dimensions": 0}, 400, "dimensions"),
     ("/similarity", {"a": "x"}, 422, "b"),
     ("/similarity", {"a": "x", "b": "y", "c": 1}, 422, "c"),
     ("/search", {"query": "x", "top_k": 0}, 422, "top_k"),
@@ -224,3 +225,11 @@ def test_an_onnx_export_serves_the_same_embeddings(tiny_model_dir, tmp_path):
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def test_openai_dimensions_truncate_to_a_unit_prefix(served):
+    body = httpx.post(f"{served.url}/v1/embeddings", json={"input": SENTENCES[:2], "dimensions": 8}).json()
+    got = np.array([d["embedding"] for d in body["data"]])
+    full = served.encoder.encode(SENTENCES[:2])[:, :8]
+    assert got.shape == (2, 8)
+    np.testing.assert_allclose(got, unit(full), atol=1e-5)

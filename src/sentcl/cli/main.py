@@ -61,6 +61,9 @@ def _add_dtype_arguments(p: argparse.ArgumentParser) -> None:
         "Runtime, CPU), or auto (bf16 where the hardware runs it natively, else fp32)",
     )
     p.add_argument("--int8", action="store_true", help="the same as --dtype int8")
+    p.add_argument(
+        "--dim", type=int, help="keep the first N dimensions of every vector (a Matryoshka-trained model)"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -245,7 +248,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
     suite = EvaluationSuite(data_dir, args.tasks, args.aggregation, args.transfer_protocol)
     dtype = "int8" if args.int8 else args.dtype
     encoder = _inference_encoder(args, dtype)
-    embedder = SimpleNamespace(encode=partial(encoder.encode, batch_size=args.batch_size))
+    embedder = SimpleNamespace(
+        encode=_truncated(partial(encoder.encode, batch_size=args.batch_size), args.dim, encoder)
+    )
     label = f"{args.model} (pooler {encoder.pooler}{'' if dtype == 'fp32' else ', ' + dtype})"
     if args.postprocess:
         if Path(args.postprocess).is_dir():
@@ -279,9 +284,11 @@ def run_evaluate(args: argparse.Namespace) -> int:
 def run_encode(args: argparse.Namespace) -> int:
     sentences = [row[0] for row in read_sentences(args.input).rows]
     encoder = _inference_encoder(args, "int8" if args.int8 else args.dtype)
-    vectors = encoder.encode(
-        sentences, batch_size=args.batch_size, normalize=args.normalize, show_progress=True
+    vectors = _truncated(encoder.encode, args.dim, encoder)(
+        sentences, batch_size=args.batch_size, show_progress=True
     )
+    if args.normalize:  # after truncation: a prefix of a unit vector is not one
+        vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
     with atomic_file(Path(args.out), mode="wb") as handle:
         np.save(handle, vectors)
     print(f"{args.out}: {vectors.shape[0]} × {vectors.shape[1]} float32 (pooler {encoder.pooler})")
@@ -297,6 +304,19 @@ def _inference_encoder(args: argparse.Namespace, dtype: str = "fp32"):
             raise ConfigError(f"--dtype {dtype}: {args.model} is an ONNX export in {encoder.precision}")
         return encoder
     return encoder.with_dtype(dtype)
+
+
+def _truncated(encode, dim: int | None, encoder):
+    """``encode`` keeping the first ``dim`` dimensions (``--dim``); as it is without one."""
+    if dim is None:
+        return encode
+    if not 0 < dim <= encoder.dimension:
+        raise ConfigError(f"--dim {dim}: the model gives {encoder.dimension} dimensions")
+
+    def prefix(*args, **kwargs):
+        return encode(*args, **kwargs)[:, :dim]
+
+    return prefix
 
 
 def run_export(args: argparse.Namespace) -> int:

@@ -60,11 +60,23 @@ class ContrastiveConfig(ObjectiveConfig):
     check); an objective whose paper uses another τ redeclares the field with its default."""
 
     temperature: float = 0.05
+    #: Matryoshka (Kusupati et al., NeurIPS 2022): the loss is Σ_d w_d · L(embeddings[..., :d]) over these
+    #: prefix sizes, so every prefix is an embedding of its own; [] = the full embedding only
+    matryoshka_dims: list[int] = field(default_factory=list)
+    #: w_d, one per size; [] = all 1 (sentence-transformers' MatryoshkaLoss default)
+    matryoshka_weights: list[float] = field(default_factory=list)
 
     def validate(self) -> None:
         super().validate()
         if not self.temperature > 0:
             raise ConfigError(f"temperature: must be positive, got {self.temperature}")
+        dims, weights = self.matryoshka_dims, self.matryoshka_weights
+        if any(d < 1 for d in dims) or len(set(dims)) != len(dims):
+            raise ConfigError(f"matryoshka_dims: distinct positive sizes, got {dims}")
+        if weights and (len(weights) != len(dims) or any(w < 0 for w in weights)):
+            raise ConfigError(
+                f"matryoshka_weights: one weight ≥ 0 per size of matryoshka_dims, got {weights}"
+            )
 
 
 class Objective(nn.Module):
@@ -94,10 +106,33 @@ class Objective(nn.Module):
 
 
 class ContrastiveObjective(Objective):
-    """A loss on the batch's embeddings; GradCache trains these (see the module's docstring)."""
+    """A loss on the batch's embeddings; GradCache trains these (see the module's docstring).
+
+    ``embedding_loss`` is what the loop and GradCache call: ``loss_from_embeddings`` on the full
+    embeddings, or, with ``matryoshka_dims``, the weighted sum of it over the prefixes. An objective whose
+    loss cannot take a prefix (a queue or a projection sized to the full dimension) refuses the key in its
+    constructor with ``refuse_matryoshka``."""
 
     def forward(self, batch) -> ObjectiveOutput:
-        return self.loss_from_embeddings(self.require_encoder().embed(batch), batch)
+        return self.embedding_loss(self.require_encoder().embed(batch), batch)
+
+    def embedding_loss(self, embeddings: torch.Tensor, batch=None) -> ObjectiveOutput:
+        dims = getattr(self.config, "matryoshka_dims", None)
+        if not dims:
+            return self.loss_from_embeddings(embeddings, batch)
+        if max(dims) > embeddings.shape[-1]:
+            raise ValueError(f"matryoshka_dims {dims}: the embeddings have {embeddings.shape[-1]} dimensions")
+        weights = self.config.matryoshka_weights or [1.0] * len(dims)
+        loss, terms = embeddings.new_zeros(()), {}
+        for dim, weight in zip(dims, weights, strict=True):
+            part = self.loss_from_embeddings(embeddings[..., :dim], batch)
+            loss = loss + weight * part.loss
+            terms[f"loss@{dim}"] = part.loss.detach()
+        return ObjectiveOutput(loss=loss, terms=terms)
+
+    def refuse_matryoshka(self, why: str) -> None:
+        if getattr(self.config, "matryoshka_dims", None):
+            raise ConfigError(f"objective.matryoshka_dims: {type(self).__name__} {why}")
 
     def loss_from_embeddings(self, embeddings: torch.Tensor, batch=None) -> ObjectiveOutput:
         raise NotImplementedError  # pragma: no cover - interface

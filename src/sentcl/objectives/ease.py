@@ -109,6 +109,7 @@ class EASE(ContrastiveObjective):
 
     def __init__(self, config: EASEConfig | None = None, encoder: SentenceEncoder | None = None, data=None):
         super().__init__(config or EASEConfig(), encoder)
+        self.refuse_matryoshka("maps entities to the full sentence dimension")
         if data is None:
             raise ValueError("EASE builds its entity table from the training data: pass data=")
         if data.label_columns not in (1, 2):

@@ -96,6 +96,7 @@ class SelfGuided(ContrastiveObjective):
 
     def __init__(self, config: SGConfig | None = None, encoder: SentenceEncoder | None = None, data=None):
         super().__init__(config or SGConfig(), encoder)
+        self.refuse_matryoshka("projects the full embedding with its own head")
         c = self.config
         self.fixed = self.require_encoder().frozen_copy()  # BERT_F
         if c.freeze_embeddings:

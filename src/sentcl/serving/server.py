@@ -170,13 +170,16 @@ def create_app(
     def embeddings(body: EmbeddingsRequest) -> dict:
         if isinstance(body.input, list) and body.input and not isinstance(body.input[0], str):
             raise APIError(400, "token-id input is not supported: send text", "input")
-        if body.dimensions is not None and body.dimensions != dimension:
+        if body.dimensions is not None and not 0 < body.dimensions <= dimension:
             raise APIError(
-                400, f"this model gives {dimension} dimensions, not {body.dimensions}", "dimensions"
+                400, f"dimensions: 1 to {dimension} (this model's), not {body.dimensions}", "dimensions"
             )
         texts = texts_of(body.input, "input")
         tokens = check_tokens(texts, "input")
         vectors = embed(texts)
+        if body.dimensions is not None and body.dimensions < dimension:  # a prefix, made unit length again
+            vectors = vectors[:, : body.dimensions]
+            vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
         data = [
             {"object": "embedding", "index": i, "embedding": _format(v, body.encoding_format)}
             for i, v in enumerate(vectors)

@@ -37,7 +37,7 @@ def _set_rng_state(state: tuple, device: torch.device) -> None:
 def chunkable(objective: torch.nn.Module) -> bool:
     """Whether GradCache can train ``objective``: a loss on the batch's embeddings
     (``loss_from_embeddings``, objectives/base.py)."""
-    return hasattr(objective, "loss_from_embeddings")
+    return hasattr(objective, "embedding_loss")
 
 
 def forward_backward(objective: torch.nn.Module, batch: Batch, chunk_size: int = 0) -> ObjectiveOutput:
@@ -61,7 +61,7 @@ def forward_backward(objective: torch.nn.Module, batch: Batch, chunk_size: int =
             states.append(_rng_state(device))
             parts.append(part(chunk))
     embeddings = torch.cat(parts).requires_grad_()  # [B, V, D], a leaf: the encoder's graph stops here
-    output = objective.loss_from_embeddings(embeddings, batch)  # the whole batch: ids, labels
+    output = objective.embedding_loss(embeddings, batch)  # the whole batch: ids, labels
     if not torch.isfinite(output.loss):
         return output
     output.loss.backward()  # into the embeddings, and into parameters the loss reaches directly

@@ -8,6 +8,11 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 
+def unit_rows(x: np.ndarray) -> np.ndarray:
+    """Every row scaled to unit L2 norm (a zero row stays zero), in ``x``'s dtype."""
+    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+
+
 @runtime_checkable
 class Embedder(Protocol):
     def encode(self, sentences: Sequence[str]) -> np.ndarray:

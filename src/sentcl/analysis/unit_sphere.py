@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from sentcl.embedder import unit_rows
+
 
 def l2_normalise(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float64)
-    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    return unit_rows(np.asarray(x, dtype=np.float64))

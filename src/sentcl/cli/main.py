@@ -17,7 +17,7 @@ from sentcl.analysis.report import analyse, markdown_table, read_trajectory, wri
 from sentcl.atomic_write import atomic_file
 from sentcl.config import ConfigError
 from sentcl.data import DataError, read_sentences
-from sentcl.embedder import CachedEmbedder
+from sentcl.embedder import CachedEmbedder, unit_rows
 from sentcl.evaluation import DataDirError, STSDataError, TaskSpecError, resolve_data_dir
 from sentcl.evaluation.senteval_protocols import PROTOCOLS
 from sentcl.evaluation.suite import EvaluationSuite
@@ -288,7 +288,7 @@ def run_encode(args: argparse.Namespace) -> int:
         sentences, batch_size=args.batch_size, show_progress=True
     )
     if args.normalize:  # after truncation: a prefix of a unit vector is not one
-        vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        vectors = unit_rows(vectors)
     with atomic_file(Path(args.out), mode="wb") as handle:
         np.save(handle, vectors)
     print(f"{args.out}: {vectors.shape[0]} × {vectors.shape[1]} float32 (pooler {encoder.pooler})")

@@ -139,9 +139,12 @@ class ContrastiveDataset(torch.utils.data.Dataset):
         self.pad_token_id = int(pad)
         # the label columns, as ids into one sorted vocabulary of their values
         self.label_columns = records.n_columns - columns
-        self.label_names: list[str] = sorted({name for row in records.rows for name in row[columns:]})
-        index = {name: i for i, name in enumerate(self.label_names)}
-        self.label_ids = np.array([[index[name] for name in row[columns:]] for row in records.rows], np.int64)
+        self.label_names: list[str] = []
+        if self.label_columns:
+            self.label_names = sorted({name for row in records.rows for name in row[columns:]})
+            index = {name: i for i, name in enumerate(self.label_names)}
+            rows = [[index[name] for name in row[columns:]] for row in records.rows]
+            self.label_ids = np.array(rows, dtype=np.int64)
 
     def __len__(self) -> int:
         return len(self.records)

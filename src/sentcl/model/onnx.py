@@ -28,6 +28,7 @@ from transformers import AutoTokenizer
 
 from sentcl.atomic_write import atomic_folder
 from sentcl.data.collate import sorted_batches
+from sentcl.embedder import unit_rows
 from sentcl.model.backbone import ModelLoadError
 
 logger = logging.getLogger(__name__)
@@ -156,7 +157,7 @@ class OnnxEncoder:
             }
             vectors = self.session.run(["embeddings"], feeds)[0]
             if normalize:
-                vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+                vectors = unit_rows(vectors)
             out[idx] = vectors
         return out
 

@@ -34,7 +34,7 @@ from sentcl.config import ConfigError
 from sentcl.data.wordnet_views import WordNetViewsDataset
 from sentcl.model import SentenceEncoder
 from sentcl.objectives.base import ContrastiveConfig, ObjectiveOutput
-from sentcl.objectives.mlm import MaskedLMObjective, head_loss, mask_tokens
+from sentcl.objectives.mlm import MaskedLMObjective, mlm_term
 
 
 @dataclass
@@ -89,10 +89,7 @@ class CLINE(MaskedLMObjective):
         loss = contrast + c.rtd_weight * detection
         terms = {"contrast": contrast.detach(), "rtd": detection.detach()}
         if self.head is not None:
-            original, original_mask = batch.input_ids[:, 0], batch.attention_mask[:, 0]
-            masked, mlm_labels = mask_tokens(
-                original, original_mask, self.encoder.tokenizer, c.mlm_probability
-            )
-            mlm = head_loss(self.head, self.encoder.token_states(masked, original_mask), mlm_labels)
+            x, x_mask = batch.input_ids[:, 0], batch.attention_mask[:, 0]  # on x alone
+            mlm = mlm_term(self.encoder, self.head, x, x_mask, c.mlm_probability)
             loss, terms = loss + c.mlm_weight * mlm, terms | {"mlm": mlm.detach()}
         return ObjectiveOutput(loss=loss, terms=terms)

@@ -67,12 +67,16 @@ def head_loss(head: nn.Module, hidden: torch.Tensor, labels: torch.Tensor) -> to
     return F.cross_entropy(logits.float(), labels[selected])
 
 
-def mlm_term(encoder, head: nn.Module, batch, probability: float) -> torch.Tensor:
-    """L_MLM on every view of ``batch`` (SimCSE masks all of them): BERT masking, one pass of the
-    encoder's backbone over the masked ids, cross-entropy at the masked positions."""
-    length = batch.input_ids.shape[-1]
-    ids, mask = batch.input_ids.reshape(-1, length), batch.attention_mask.reshape(-1, length)
-    masked, labels = mask_tokens(ids, mask, encoder.tokenizer, probability)
+def mlm_term(
+    encoder, head: nn.Module, input_ids, attention_mask, probability: float, word_ids=None, generator=None
+) -> torch.Tensor:
+    """L_MLM of the sequences ``input_ids`` [..., L] (every view of a batch, or one): BERT masking (whole
+    words with ``word_ids``, masks from ``generator``), one pass of the encoder's backbone over the masked
+    ids, cross-entropy at the masked positions."""
+    length = input_ids.shape[-1]
+    ids, mask = input_ids.reshape(-1, length), attention_mask.reshape(-1, length)
+    words = None if word_ids is None else word_ids.reshape(-1, length)
+    masked, labels = mask_tokens(ids, mask, encoder.tokenizer, probability, words, generator)
     return head_loss(head, encoder.token_states(masked, mask), labels)
 
 
@@ -106,15 +110,18 @@ class MaskedLM(MaskedLMObjective):
     def masked_loss(self, batch, generator: torch.Generator | None = None) -> torch.Tensor:
         """L_MLM of ``batch`` with masks drawn from ``generator`` (the global RNG when None)."""
         c = self.config
-        length = batch.input_ids.shape[-1]
-        ids, mask = batch.input_ids.reshape(-1, length), batch.attention_mask.reshape(-1, length)
-        words = None
-        if c.whole_word:
-            if batch.word_ids is None:
-                raise ValueError("whole-word masking needs the batch's word ids (sentcl pretrain's data)")
-            words = batch.word_ids.reshape(-1, length)
-        masked, labels = mask_tokens(ids, mask, self.encoder.tokenizer, c.mlm_probability, words, generator)
-        return head_loss(self.head, self.encoder.token_states(masked, mask), labels)
+        if c.whole_word and batch.word_ids is None:
+            raise ValueError("whole-word masking needs the batch's word ids (sentcl pretrain's data)")
+        words = batch.word_ids if c.whole_word else None
+        return mlm_term(
+            self.encoder,
+            self.head,
+            batch.input_ids,
+            batch.attention_mask,
+            c.mlm_probability,
+            words,
+            generator,
+        )
 
     def forward(self, batch) -> ObjectiveOutput:
         loss = self.masked_loss(batch)
@@ -139,7 +146,7 @@ class WithMLM(Objective):
 
     def forward(self, batch) -> ObjectiveOutput:
         output = self.inner(batch)
-        mlm = mlm_term(self.encoder, self.head, batch, self.probability)
+        mlm = mlm_term(self.encoder, self.head, batch.input_ids, batch.attention_mask, self.probability)
         return ObjectiveOutput(
             loss=output.loss + self.weight * mlm, terms=output.terms | {"mlm": mlm.detach()}
         )

@@ -35,7 +35,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from sentcl.embedder import Embedder
+from sentcl.embedder import Embedder, unit_rows
 from sentcl.serving.index import SentenceIndex
 
 logger = logging.getLogger(__name__)
@@ -103,11 +103,11 @@ def create_app(
     app = FastAPI(title="sentcl", summary=f"sentence embeddings from {model_name}", version="1")
     lock = threading.Lock()
 
-    def embed(texts: list[str]) -> np.ndarray:
+    def embed(texts: list[str], dimensions: int | None = None) -> np.ndarray:
+        """Unit vectors of ``texts``; with ``dimensions``, of their first ``dimensions`` coordinates."""
         with lock:
             vectors = np.asarray(embedder.encode(texts), dtype=np.float32)
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        return vectors / np.maximum(norms, 1e-12)
+        return unit_rows(vectors[:, :dimensions])
 
     def check_tokens(texts: list[str], param: str) -> int:
         tokens = count_tokens(texts) if count_tokens else 0
@@ -176,10 +176,7 @@ def create_app(
             )
         texts = texts_of(body.input, "input")
         tokens = check_tokens(texts, "input")
-        vectors = embed(texts)
-        if body.dimensions is not None and body.dimensions < dimension:  # a prefix, made unit length again
-            vectors = vectors[:, : body.dimensions]
-            vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        vectors = embed(texts, body.dimensions)  # a prefix (Matryoshka), made unit length again
         data = [
             {"object": "embedding", "index": i, "embedding": _format(v, body.encoding_format)}
             for i, v in enumerate(vectors)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from sentcl.data import Batch
-from sentcl.objectives import ObjectiveOutput
+from sentcl.objectives import ContrastiveObjective, ObjectiveOutput
 
 
 def _rng_state(device: torch.device) -> tuple:
@@ -35,9 +35,9 @@ def _set_rng_state(state: tuple, device: torch.device) -> None:
 
 
 def chunkable(objective: torch.nn.Module) -> bool:
-    """Whether GradCache can train ``objective``: a loss on the batch's embeddings
-    (``loss_from_embeddings``, objectives/base.py)."""
-    return hasattr(objective, "embedding_loss")
+    """Whether GradCache can train ``objective``: a loss on the batch's embeddings (a
+    ``ContrastiveObjective``, objectives/base.py, whose ``embedding_loss`` GradCache calls)."""
+    return isinstance(objective, ContrastiveObjective)
 
 
 def forward_backward(objective: torch.nn.Module, batch: Batch, chunk_size: int = 0) -> ObjectiveOutput:

@@ -315,8 +315,9 @@ def train(config: TrainConfig) -> TrainResult:
             f"of its own whose gradients GradCache cannot chunk; set it to 0"
         )
     check_trackers(loop.report_to)  # an uninstalled tracker fails here, before anything is written
+    recipe = config.to_dict()
     if context.is_main:  # the inputs are checked: only now is anything written
-        open_output_dir(output_dir, config.to_dict())
+        open_output_dir(output_dir, recipe)
     distributed.barrier(context)
     torch.manual_seed(
         loop.seed + context.rank
@@ -354,7 +355,7 @@ def train(config: TrainConfig) -> TrainResult:
         drop_last=loop.drop_last,
         gradcache_chunk=loop.gradcache_chunk,
         child=child,
-        recipe=config.to_dict(),
+        recipe=recipe,
     )
     outcome = run_steps(loop, steps, context, device, output_dir, resume)
     state = outcome.state
@@ -366,12 +367,13 @@ def train(config: TrainConfig) -> TrainResult:
         state.best_metrics, state.best_step, outcome.history,
     )  # fmt: skip
     if context.is_main:
+        summary = result.summary()
         with atomic_file(output_dir / "summary.json") as handle:
-            finite_json.dump(result.summary(), handle, indent=2)
+            finite_json.dump(summary, handle, indent=2)
         kept = [r for r in outcome.history if r.get("step") == state.best_step and "geometry" in r]
-        summary = {k: v for k, v in result.summary().items() if k != "model"}
         paper = REGISTRY[config.objective_name][0].paper
-        card = card_data(config.to_dict(), paper, summary, kept[-1]["geometry"] if kept else None)
+        summary = {k: v for k, v in summary.items() if k != "model"}
+        card = card_data(recipe, paper, summary, kept[-1]["geometry"] if kept else None)
         write_model_card(output_dir / "model", card)
     distributed.barrier(context)
     return result

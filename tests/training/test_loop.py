@@ -163,6 +163,15 @@ OBJECTIVES |= {
 }
 
 
+def ease_rows(path, sentences):
+    """(sentence, entity, hard-negative entity) rows, EASE's data."""
+    entities = ["Dog", "Cat", "Ball", "Book", "Car", "Music"]
+    path.write_text(
+        "".join(f"{s}\t{entities[i % 6]}\t{entities[(i + 1) % 6]}\n" for i, s in enumerate(sentences))
+    )
+    return path
+
+
 @pytest.mark.parametrize("method", list(OBJECTIVES))
 def test_every_objective_trains_checkpoints_and_resumes_exactly(
     tmp_path, tiny_model_dir, wiki_file, method, monkeypatch
@@ -170,12 +179,8 @@ def test_every_objective_trains_checkpoints_and_resumes_exactly(
     import sentcl.training.loop as loop_module
 
     objective, data, *extra = OBJECTIVES[method]
-    if extra[1:] == ["ease"]:  # (sentence, entity, hard-negative entity) rows
-        wiki_file = tmp_path / "ease.tsv"
-        entities = ["Dog", "Cat", "Ball", "Book", "Car", "Music"]
-        wiki_file.write_text(
-            "".join(f"{s}\t{entities[i % 6]}\t{entities[(i + 1) % 6]}\n" for i, s in enumerate(SENTENCES * 2))
-        )
+    if extra[1:] == ["ease"]:
+        wiki_file = ease_rows(tmp_path / "ease.tsv", SENTENCES * 2)
 
     def run(folder, **training):
         training |= extra[0] if extra else {}

@@ -48,6 +48,7 @@ from sentcl.training.metrics_log import MetricsLog
 from sentcl.training.model_card import card_data, write_model_card
 from sentcl.training.optim import build_optimizer, build_scheduler
 from sentcl.training.recipe import TrainConfig
+from sentcl.training.selection import HeldOutProbe, hold_out, selection
 from sentcl.training.trackers import Trackers, check_trackers
 
 logger = logging.getLogger(__name__)
@@ -282,7 +283,9 @@ def run_steps(loop, steps: Steps, context, device: torch.device, output_dir: Pat
     return Outcome(state, log.records, last)
 
 
-def train(config: TrainConfig) -> TrainResult:
+def train(config: TrainConfig, also_measure: Callable[[CachedEmbedder], dict] | None = None) -> TrainResult:
+    """Train ``config``; ``also_measure(embedder)`` (optional) adds metrics to every evaluation's record,
+    under "measured", that choose nothing (a study's report set)."""
     loop = config.training
     context = distributed.setup()
     if loop.batch_size % context.world_size:
@@ -296,8 +299,12 @@ def train(config: TrainConfig) -> TrainResult:
 
     # Everything that can fail on bad input is checked before the first step.
     records = read_records(expand_path(config.data.train_file, "data.train_file"), header=config.data.header)
-    evaluator, probe = None, None
-    if loop.eval_steps > 0:
+    evaluator, probe, held = None, None, None
+    if loop.select_by != "stsb-dev":  # label-free selection: its examples never reach training
+        records, held = hold_out(records, loop.select_holdout)
+        if context.world_size > 1 and loop.select_by == "loss":
+            raise ConfigError("training.select_by: loss is evaluated on rank 0 alone; use align_uniform")
+    if loop.eval_steps > 0 and loop.eval_task != "none":
         evaluator, data_dir = sts_evaluator(loop)
         if loop.log_geometry:
             try:
@@ -306,6 +313,12 @@ def train(config: TrainConfig) -> TrainResult:
                 logger.warning("geometry is not logged: %s", exc)
     encoder = SentenceEncoder.from_config(config.model).to(device)
     dataset = build_dataset(config.data, records, encoder.tokenizer)
+    chooser = selection(loop.select_by, evaluator.primary if evaluator else None) if loop.eval_steps else None
+    if held is not None:
+        held = HeldOutProbe(
+            build_dataset(config.data, held, encoder.tokenizer), encoder.tokenizer, loop.batch_size,
+            config.data.max_length,
+        )  # fmt: skip
     # the objective holds the encoder (and any frozen or momentum copy of it); tables it builds from the
     # data (EASE's entities) come from the dataset
     objective = build_objective(config.objective_name, config.objective, encoder, dataset).to(device)
@@ -326,29 +339,32 @@ def train(config: TrainConfig) -> TrainResult:
 
     def evaluate(step: int) -> dict:
         embedder = CachedEmbedder(encoder)  # STS and geometry share one encoding of each sentence
-        metrics = evaluator(embedder)
-        require_finite_metric(evaluator.primary, metrics[evaluator.primary], step)  # before any SVD of it
+        metrics = evaluator(embedder) if evaluator is not None else {}
+        if held is not None:
+            metrics |= held(objective, encoder, device)
+        require_finite_metric(chooser.key, metrics[chooser.key], step)  # before any SVD of it
         record = {"eval": metrics}
         if probe is not None:
             record["geometry"] = geometry_snapshot(embedder, probe)
+        if also_measure is not None:
+            record["measured"] = also_measure(embedder)
         return record
 
     def keep_the_best(step: int, metrics: dict[str, float], state: LoopState) -> str | None:
-        """SimCSE's policy: ``model/`` is the best evaluated model (step 0 only when asked)."""
+        """``model/`` is the best evaluated model by ``training.select_by`` (step 0 only when asked)."""
         if step == 0 and not loop.start_is_candidate:
             return None
-        best = state.best_metrics
-        if best is None or metrics[evaluator.primary] > best[evaluator.primary]:
+        if chooser.better(metrics, state.best_metrics):
             state.best_metrics, state.best_step = metrics, step
             encoder.save(output_dir / "model")
-            return f"best {evaluator.primary}={metrics[evaluator.primary]:.2f} @ {step}"
+            return f"best {chooser.key}={metrics[chooser.key]:.4g} @ {step}"
         return None
 
     steps = Steps(
         objective=objective,
         dataset=dataset,
         trained=torch.nn.ModuleList([objective] + ([child] if child is not None else [])),
-        evaluate=evaluate if evaluator is not None else None,
+        evaluate=evaluate if chooser is not None else None,
         evaluated=keep_the_best,
         eval_at_start=loop.eval_at_start,
         group_by_length=config.data.group_by_length,
@@ -363,7 +379,7 @@ def train(config: TrainConfig) -> TrainResult:
         require_finite_weights(steps.trained, state.step)
         encoder.save(output_dir / "model")
     result = TrainResult(
-        output_dir, state.step, evaluator.primary if evaluator else None, state.initial_metrics,
+        output_dir, state.step, chooser.key if chooser else None, state.initial_metrics,
         state.best_metrics, state.best_step, outcome.history,
     )  # fmt: skip
     if context.is_main:
@@ -396,10 +412,19 @@ def summarise(result: TrainResult) -> str:
     if result.primary_metric is None or result.best_metrics is None:
         return f"trained {result.steps} steps; model saved to {result.output_dir / 'model'}"
     key = result.primary_metric
+    lowest = key.startswith("heldout_")  # label-free selection (selection.py): lower is better
+    digits = 4 if lowest else 2
     lines = []
     if result.initial_metrics is not None:
-        lines.append(f"before training: {key} = {result.initial_metrics[key]:.2f}")
-    lines.append(f"after training:  {key} = {result.best_metrics[key]:.2f} (best, step {result.best_step})")
+        lines.append(f"before training: {key} = {result.initial_metrics[key]:.{digits}f}")
+    kept = "lowest" if lowest else "best"
+    lines.append(
+        f"after training:  {key} = {result.best_metrics[key]:.{digits}f} ({kept}, step {result.best_step})"
+    )
+    if lowest and "stsb_dev_spearman" in result.best_metrics:
+        lines.append(
+            f"                 stsb_dev_spearman = {result.best_metrics['stsb_dev_spearman']:.2f} there"
+        )
     lines.append(f"model: {result.output_dir / 'model'}")
     if math.isnan(result.best_metrics[key]):
         lines.append("warning: the metric is NaN")

@@ -106,7 +106,11 @@ def render(folder: Path, data: dict[str, Any]) -> str:
         before = summary.get("initial_metrics") or {}
         for key, value in summary["best_metrics"].items():
             lines.append(f"| {key} | {_number(before.get(key, '—'))} | {_number(value)} |")
-        lines += ["", f"The kept model is the step with the best `{primary}` (SimCSE's policy)."]
+        if primary.startswith("heldout_"):
+            rule = f"the lowest `{primary}` on held-out unlabelled training examples (label-free selection)"
+        else:
+            rule = f"the best `{primary}` (SimCSE's policy)"
+        lines += ["", f"The kept model is the step with {rule}."]
     else:
         lines += [f"Trained {summary.get('steps')} steps without evaluation; the final model was saved."]
     for entry in data.get("evaluations", []):

@@ -93,6 +93,11 @@ class LoopConfig(RunConfig):
     start_is_candidate: bool = False
     #: at each evaluation also log ℓ_align, ℓ_uniform and the spectrum summary on STS-B dev
     log_geometry: bool = True
+    #: what chooses ``model/`` among the evaluated steps (selection.py): stsb-dev, the STS metric of eval_task
+    #: (SimCSE's policy); align_uniform or loss, label-free, on ``select_holdout`` held-out training examples
+    select_by: Literal["stsb-dev", "align_uniform", "loss"] = "stsb-dev"
+    #: held-out training examples for a label-free select_by (taken out of training; unused for stsb-dev)
+    select_holdout: int = 1000
     #: GradCache: embed the batch in chunks of this many examples to bound activation memory; 0 = off
     gradcache_chunk: int = 0
     drop_last: bool = False
@@ -105,6 +110,12 @@ class LoopConfig(RunConfig):
             raise ConfigError(f"gradcache_chunk: must not be negative, got {self.gradcache_chunk}")
         if self.start_is_candidate and not (self.eval_at_start and self.eval_steps > 0):
             raise ConfigError("start_is_candidate: needs eval_at_start: true and eval_steps > 0")
+        if self.eval_task == "none" and self.select_by == "stsb-dev" and self.eval_steps > 0:
+            raise ConfigError(
+                "eval_task: none leaves nothing to select by: set select_by to align_uniform or loss"
+            )
+        if self.select_by != "stsb-dev" and self.eval_steps == 0:
+            raise ConfigError(f"select_by: {self.select_by} selects among evaluations; eval_steps is 0")
 
 
 @dataclass

@@ -278,15 +278,18 @@ def _timed(function) -> float:
     return time.perf_counter() - start
 
 
-def part_encode_sentcl(device: str, int8: bool = False) -> dict:
+def part_encode_sentcl(device: str, dtype: str = "fp32") -> dict:
+    """sentcl's encode in ``dtype``: fp32; auto (``sentcl encode``'s default: bf16 where the hardware runs it
+    natively, fp32 elsewhere); int8 (ONNX Runtime's dynamic int8). Other than fp32: STS-B dev in it too."""
     from sentcl.evaluation import STSEvaluator
     from sentcl.model import SentenceEncoder
 
-    encoder = SentenceEncoder.load(model_path()).to(device)
-    result = {}
-    if int8:
-        encoder = encoder.with_dtype("int8")  # ONNX Runtime's dynamic int8
-        result["stsb_dev_int8"] = STSEvaluator(data_dir(), "stsb-dev")(encoder)["stsb_dev_spearman"]
+    encoder = SentenceEncoder.load(model_path()).to(device).with_dtype(dtype)
+    result = {"dtype": dtype}
+    if dtype != "fp32":
+        result["stsb_dev"] = STSEvaluator(data_dir(), "stsb-dev")(encoder)["stsb_dev_spearman"]
+        if dtype == "auto":
+            result["chosen"] = "bf16" if encoder.inference_autocast is not None else "fp32"
     sentences = wiki(20_000, ENCODE_SENTENCES)
     encoder.encode(sentences[:256], batch_size=BATCH)  # warm-up
     seconds = _timed(lambda: encoder.encode(sentences, batch_size=BATCH))
@@ -408,7 +411,7 @@ def write_sts7_stand_in(folder: Path) -> None:
         raise RuntimeError(f"only {len(pairs)} pairs for the {used} of the stand-in")
 
 
-def part_sts7_sentcl(device: str, stand_in: bool = False) -> dict:
+def part_sts7_sentcl(device: str, stand_in: bool = False, dtype: str = "fp32") -> dict:
     """The full 7-task STS evaluation (SimCSE's protocol): load, encode, score, timed on the test sets
     present under $SENTCL_DATA — or, with ``stand_in``, on stand-ins with the real sizes. Either way the
     FLOPs of its forward passes (of the stand-ins where no test set is present) over the best ceiling
@@ -421,11 +424,12 @@ def part_sts7_sentcl(device: str, stand_in: bool = False) -> dict:
         if stand_in:
             write_sts7_stand_in(Path(tmp))
         start = time.perf_counter()
-        encoder = SentenceEncoder.load(model_path()).to(device)
+        encoder = SentenceEncoder.load(model_path()).to(device).with_dtype(dtype)
         evaluator = STSEvaluator(tmp if stand_in else data_dir(), "sts")
         report = evaluator.report(encoder)
         seconds = time.perf_counter() - start
-        result = {"seconds": seconds, "tasks": len(report.scores), "stand_in": stand_in}
+        chosen = "bf16" if encoder.inference_autocast is not None else "fp32"
+        result = {"seconds": seconds, "tasks": len(report.scores), "stand_in": stand_in, "chosen": chosen}
         if not report.scores:  # nothing present: bound the full evaluation on the stand-ins
             write_sts7_stand_in(Path(tmp))
             evaluator = STSEvaluator(tmp, "sts")
@@ -475,12 +479,14 @@ PARTS = {
     "train-sentcl-padded": lambda device: part_train_sentcl(device, padded=True),
     "train-st": part_train_st,
     "encode-sentcl": part_encode_sentcl,
-    "encode-sentcl-int8": lambda device: part_encode_sentcl(device, int8=True),
+    "encode-sentcl-auto": lambda device: part_encode_sentcl(device, "auto"),
+    "encode-sentcl-int8": lambda device: part_encode_sentcl(device, "int8"),
     "encode-st": part_encode_st,
     "sts-sentcl": part_sts_sentcl,
     "sts-st": part_sts_st,
     "sts7-sentcl": part_sts7_sentcl,
     "sts7-stand-in": lambda device: part_sts7_sentcl(device, stand_in=True),
+    "sts7-stand-in-auto": lambda device: part_sts7_sentcl(device, stand_in=True, dtype="auto"),
 }
 
 
@@ -529,9 +535,11 @@ def main() -> int:
         names = ["train-sentcl", "train-st"] + (["train-sentcl-padded"] if repeat < 1 else [])
         # 10k sentences take minutes: one run per peer, in the first round
         sts7 = "sts7-stand-in" if args.sts7_stand_in else "sts7-sentcl"
-        encoding = ["encode-sentcl", "encode-st", "sts-sentcl", "sts-st", sts7]
+        encoding = ["encode-sentcl", "encode-sentcl-auto", "encode-st", "sts-sentcl", "sts-st", sts7]
+        if args.sts7_stand_in:
+            encoding.append("sts7-stand-in-auto")
         if args.device == "cpu":  # int8 beside its peers: the load of a shared machine drifts over minutes
-            encoding.insert(1, "encode-sentcl-int8")
+            encoding.insert(2, "encode-sentcl-int8")
         names += encoding if repeat < 1 else []
         for name in names:
             runs[name].append(run_part(name, args.device))
@@ -665,6 +673,16 @@ def report(runs: dict[str, list[dict]], device: str, seconds: float) -> str:
         row("sentcl fp32", f"{encode['encode-sentcl']:.1f}",
             f"{encode['encode-sentcl'] / encode['encode-st']:.2f}×", rss("encode-sentcl")),
     ]  # fmt: skip
+    if runs["encode-sentcl-auto"]:
+        auto = runs["encode-sentcl-auto"][0]
+        lines.append(
+            row(
+                f"sentcl default (`sentcl encode`: --dtype auto, {auto['chosen']} here)",
+                f"{auto['sentences_per_s']:.1f}",
+                f"{auto['sentences_per_s'] / encode['encode-st']:.2f}×",
+                rss("encode-sentcl-auto"),
+            )
+        )
     if runs["encode-sentcl-int8"]:
         int8 = runs["encode-sentcl-int8"][0]
         ratio = int8["sentences_per_s"] / encode["encode-st"]
@@ -687,12 +705,20 @@ def report(runs: dict[str, list[dict]], device: str, seconds: float) -> str:
         f"sentcl's scores: {json.dumps({k: round(v, 2) for k, v in sts_scores.items()})}.",
     ]
     lines += sts7_lines(runs, [*fp32_measured, ceiling], rss)
-    if runs["encode-sentcl-int8"]:
-        int8 = runs["encode-sentcl-int8"][0]
+    if runs["sts7-stand-in-auto"]:
+        auto7 = runs["sts7-stand-in-auto"][0]
         lines.append(
-            f"STS-B dev Spearman, fp32 → int8: {sts_scores['stsb_dev_spearman']:.2f} → "
-            f"{int8['stsb_dev_int8']:.2f}."
+            f"The same stand-in evaluation with `--dtype auto` ({auto7['chosen']} here): "
+            f"**{auto7['seconds']:.1f} s**, peak RSS {rss('sts7-stand-in-auto')} MB."
         )
+    for name in ("encode-sentcl-auto", "encode-sentcl-int8"):
+        if runs[name]:
+            other = runs[name][0]
+            label = f"auto ({other['chosen']})" if other["dtype"] == "auto" else other["dtype"]
+            lines.append(
+                f"STS-B dev Spearman, fp32 → {label}: {sts_scores['stsb_dev_spearman']:.2f} → "
+                f"{other['stsb_dev']:.2f}."
+            )
     kernels = runs["ceiling"][0].get("int8_over_fp32_by_shape")
     if kernels:
         shapes = ", ".join(f"{shape} {ratio:.2f}×" for shape, ratio in kernels.items())

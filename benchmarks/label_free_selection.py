@@ -1,4 +1,4 @@
-"""Label-free checkpoint selection against STS-B dev selection, on the CPU reproduction's encoders and methods.
+"""Label-free checkpoint selection against STS-B dev selection on the CPU reproduction's encoders and methods.
 
     python benchmarks/label_free_selection.py [--plan configs/reproduce/cpu.yaml] [--out runs/label_free]
                                               [--eval-steps 10] [--cases unsup-minilm,...]
@@ -39,7 +39,7 @@ from sentcl.training import recipe_from_dict, train
 RULES = {"stsb-dev": ("stsb_dev_spearman", max), "align_uniform": ("heldout_align_uniform", min),
          "loss": ("heldout_loss", min)}  # fmt: skip
 REPRO = Path("runs/reproduce")
-# (case, encoder, method, the setting the reproduction chose: docs/reproduction.md, "The search each method got")
+# case: (encoder, method, the setting the reproduction chose: docs/reproduction.md, "The search …")
 CASES = {
     "unsup-minilm": ("minilm-mlm", "unsup SimCSE", "cls+mlp", 1e-4),
     "sup-minilm": ("minilm-mlm", "sup SimCSE", "avg", 1e-4),
@@ -125,7 +125,9 @@ def summarise(results: list[dict]) -> tuple[str, dict]:
             gaps = [s - ref for s, ref in zip(scores, reference, strict=True)]
             rows[rule] = {"steps": steps, "stsb_train": scores, "gap": gaps}
             spread = f" ± {statistics.stdev(scores):.2f}" if len(scores) > 1 else ""
-            gap = f"{statistics.mean(gaps):+.2f}" + (f" ± {statistics.stdev(gaps):.2f}" if len(gaps) > 1 else "")
+            gap = f"{statistics.mean(gaps):+.2f}" + (
+                f" ± {statistics.stdev(gaps):.2f}" if len(gaps) > 1 else ""
+            )
             label = "oracle (STS-B train itself)" if rule == "oracle" else rule
             table.append(f"| {case} | {label} | {', '.join(map(str, steps))} | "
                          f"{statistics.mean(scores):.2f}{spread} | {gap} |")  # fmt: skip

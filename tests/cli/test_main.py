@@ -192,3 +192,25 @@ def test_dim_keeps_a_prefix_and_is_checked(tmp_path, tiny_model_dir, capsys):
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)  # normalised after the cut
     assert main(["encode", str(tiny_model_dir), str(corpus), "--out", str(out), "--dim", "99"]) == 2
     assert "--dim 99: the model gives 32 dimensions" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("native", "chosen"), [(True, "bf16"), (False, "fp32")])
+def test_encode_index_and_serve_default_to_the_precision_the_hardware_runs_natively(
+    tiny_model_dir, tmp_path, caplog, monkeypatch, native, chosen
+):
+    import sentcl.model.encoder as encoder_module
+    from sentcl.cli.main import build_parser
+    from sentcl.hardware import Hardware
+
+    flags = frozenset({"avx512f", "avx512_bf16"} if native else {"avx2"})
+    forced = Hardware("cpu", "AVX512" if native else "AVX2", flags, mkldnn_bf16=native)
+    monkeypatch.setattr(encoder_module, "detect", lambda device: forced)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(SENTENCES) + "\n")
+    with caplog.at_level("INFO", logger="sentcl.model.encoder"):
+        assert main(["encode", str(tiny_model_dir), str(corpus), "--out", str(tmp_path / "e.npy")]) == 0
+    assert f"--dtype auto: {chosen}" in caplog.text
+    parser = build_parser()
+    for command in (["index", "m", "c", "--out", "o"], ["serve", "m"]):
+        assert parser.parse_args(command).dtype == "auto"
+    assert parser.parse_args(["evaluate", "m"]).dtype == "fp32"  # a reported score: not machine-dependent

@@ -54,7 +54,16 @@ def test_cli_exports_and_the_export_encodes_like_the_model(tmp_path, tiny_model_
     assert main(["export", str(tiny_model_dir), "--onnx", str(tmp_path / "onnx"), "--pooler", "avg"]) == 0
     assert "largest difference" in capsys.readouterr().out
     assert main(["encode", str(tmp_path / "onnx"), str(corpus), "--out", str(tmp_path / "a.npy")]) == 0
-    assert main(["encode", str(tiny_model_dir), str(corpus), "--out", str(tmp_path / "b.npy")]) == 0
+    torch_fp32 = [
+        "encode",
+        str(tiny_model_dir),
+        str(corpus),
+        "--out",
+        str(tmp_path / "b.npy"),
+        "--dtype",
+        "fp32",
+    ]
+    assert main(torch_fp32) == 0
     np.testing.assert_allclose(np.load(tmp_path / "a.npy"), np.load(tmp_path / "b.npy"), atol=1e-5)
     assert (
         main(

@@ -52,18 +52,21 @@ USER_ERRORS = (
 )
 
 
-def _add_dtype_arguments(p: argparse.ArgumentParser) -> None:
+def _add_dtype_arguments(p: argparse.ArgumentParser, default: str, dim: bool = True) -> None:
+    """``--dtype`` (evaluate defaults to fp32, so a reported score does not depend on the machine; encode,
+    index and serve to auto, the fast path the hardware runs natively), ``--int8`` and ``--dim``."""
     p.add_argument(
         "--dtype",
         choices=["fp32", "bf16", "int8", "auto"],
-        default="fp32",
-        help="inference precision: bf16 autocast, int8 (the model exported to ONNX and quantised by ONNX "
-        "Runtime, CPU), or auto (bf16 where the hardware runs it natively, else fp32)",
+        default=default,
+        help=f"inference precision (default {default}): bf16 autocast, int8 (the model exported to ONNX and "
+        "quantised by ONNX Runtime, CPU), or auto (bf16 where the hardware runs it natively, else fp32)",
     )
     p.add_argument("--int8", action="store_true", help="the same as --dtype int8")
-    p.add_argument(
-        "--dim", type=int, help="keep the first N dimensions of every vector (a Matryoshka-trained model)"
-    )
+    if dim:
+        p.add_argument(
+            "--dim", type=int, help="keep the first N dimensions of every vector (a Matryoshka-trained model)"
+        )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -117,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_fit_arguments(p)
     p.add_argument("--save-postprocess", help="save the fitted post-processor in this folder")
-    _add_dtype_arguments(p)
+    _add_dtype_arguments(p, default="fp32")
 
     p = commands.add_parser(
         "encode", parents=[pickles], help="embed a text file (one sentence per line) into a .npy matrix"
@@ -128,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pooler", choices=list(POOLERS))
     p.add_argument("--normalize", action="store_true", help="L2-normalise the rows")
     p.add_argument("--batch-size", type=int, default=128)
-    _add_dtype_arguments(p)
+    _add_dtype_arguments(p, default="auto")
 
     p = commands.add_parser(
         "export", parents=[pickles], help="write a model's embedding path as ONNX (fp32 or int8) for serving"
@@ -153,6 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kind", default="auto", choices=["auto", "flat", "ivf"])
     p.add_argument("--pooler", choices=list(POOLERS))
     p.add_argument("--batch-size", type=int, default=128)
+    _add_dtype_arguments(p, default="auto", dim=False)
 
     p = commands.add_parser("search", parents=[pickles], help="nearest corpus sentences of a query")
     p.add_argument("index", help="folder written by sentcl index")
@@ -175,6 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-tokens", type=int, default=8192, help="tokens the model reads per request (all its texts)"
     )
     p.add_argument("--batch-size", type=int, default=64)
+    _add_dtype_arguments(p, default="auto", dim=False)
 
     p = commands.add_parser(
         "analyze", parents=[pickles], help="geometry report (alignment/uniformity, spectrum, figures)"
@@ -296,11 +301,11 @@ def run_encode(args: argparse.Namespace) -> int:
 
 
 def _inference_encoder(args: argparse.Namespace, dtype: str = "fp32"):
-    """The model to encode with: an ONNX export as it is (its precision fixed at export), anything else
-    loaded by SentenceEncoder in ``dtype``."""
+    """The model to encode with: an ONNX export as it is (its precision fixed at export; ``auto`` takes
+    it), anything else loaded by SentenceEncoder in ``dtype``."""
     encoder = load_encoder(args.model, pooler=args.pooler, allow_pickle=args.allow_pickle)
     if isinstance(encoder, OnnxEncoder):
-        if dtype not in ("fp32", encoder.precision):
+        if dtype not in ("auto", "fp32", encoder.precision):
             raise ConfigError(f"--dtype {dtype}: {args.model} is an ONNX export in {encoder.precision}")
         return encoder
     return encoder.with_dtype(dtype)
@@ -352,7 +357,7 @@ def run_card(args: argparse.Namespace) -> int:
 
 def run_index(args: argparse.Namespace) -> int:
     sentences = [row[0] for row in read_sentences(args.corpus).rows]
-    encoder = _inference_encoder(args)
+    encoder = _inference_encoder(args, "int8" if args.int8 else args.dtype)
     index = SentenceIndex.of_corpus(
         _BatchedEncoder(encoder, args.batch_size, show_progress=True),
         sentences,
@@ -386,7 +391,7 @@ def run_serve(args: argparse.Namespace) -> int:
         if getattr(args, flag) < 1:
             raise ConfigError(f"--{flag.replace('_', '-')} must be at least 1")
     index = SentenceIndex.load(args.index) if args.index else None
-    encoder = _inference_encoder(args)
+    encoder = _inference_encoder(args, "int8" if args.int8 else args.dtype)
     if index is not None and index.model and index.model != encoder.source:
         logging.getLogger("sentcl.serve").warning(
             "%s was built with %s, not %s: its scores may mean little",

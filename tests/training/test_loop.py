@@ -149,6 +149,8 @@ OBJECTIVES = {
     "moco+gradcache": ({"name": "moco", "queue_size": 8}, {"n_views": 1}, {"gradcache_chunk": 2}),
     "dclr+gradcache": ({"name": "dclr", "complementary_model": "start"}, {}, {"gradcache_chunk": 2}),
     "sg_opt+gradcache": ({"name": "sg_opt", "projection_size": 16}, {"n_views": 1}, {"gradcache_chunk": 2}),
+    "simcse+streaming": ({"name": "simcse"}, {"streaming": True, "shuffle_buffer": 5}),
+    "ease+streaming": ({"name": "ease"}, {"text_columns": 1, "n_views": 2, "streaming": True}, {}, "ease"),
     "simcse+child_tuning_F": ({"name": "simcse"}, {}, {"child_tuning": {"mode": "F", "reserve": 0.3}}),
     "simcse+child_tuning_D": ({"name": "simcse"}, {}, {"child_tuning": {"mode": "D", "fisher_batches": 2}}),
 }

@@ -227,6 +227,11 @@ class DataConfig:
     antonym_share: float = 0.2
     augment_seed: int = 0
     wordnet_dir: str = ""
+    #: read train_file as a stream every epoch instead of into memory (files larger than memory;
+    #: data/streaming.py): .txt, .csv, .tsv, .jsonl (optionally .gz) and .parquet
+    streaming: bool = False
+    #: streaming: rows are shuffled within blocks of this many (the memory it holds)
+    shuffle_buffer: int = 100_000
 
     def validate(self) -> None:
         if self.augment not in ("none", "wordnet"):
@@ -236,6 +241,8 @@ class DataConfig:
                 raise ConfigError(f"{key}: must be in (0, 1], got {getattr(self, key)}")
         if not self.train_file:
             raise ConfigError("train_file: a training file is required")
+        if self.shuffle_buffer < 1:
+            raise ConfigError(f"shuffle_buffer: must be positive, got {self.shuffle_buffer}")
         if self.max_length < 2:
             raise ConfigError(f"max_length: must be at least 2, got {self.max_length}")
         if self.n_views is not None and self.n_views < 1:

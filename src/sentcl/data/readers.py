@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import csv
 import gzip
-import io
 import json
 import logging
 from dataclasses import dataclass
@@ -52,24 +51,28 @@ class Records:
         return len(self.rows)
 
 
-def _read_text(path: Path) -> str:
-    """The whole file as text; a gzip is decompressed. Errors name file:line."""
+def _text_lines(path: Path):
+    """The file's lines as text, read as a stream (a gzip is decompressed on the way); errors name
+    file:line. Memory stays one line, whatever the file's size."""
     if not path.exists():
         raise DataError(f"{path}: file not found")
     if not path.is_file():
         raise DataError(f"{path}: not a file")
-    raw = path.read_bytes()
-    if path.suffix == ".gz":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError) as exc:
-            raise DataError(f"{path}: not a valid gzip file ({exc})") from None
+    opener = gzip.open if path.suffix == ".gz" else open
+    number = 0
     try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        byte = raw[exc.start : exc.start + 1].hex()
-        raise DataError(f"{path}:{line}: undecodable byte 0x{byte} (the file must be UTF-8)") from None
+        with opener(path, "rb") as handle:
+            for number, raw in enumerate(handle, start=1):
+                try:
+                    line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+                except UnicodeDecodeError as exc:
+                    byte = raw[exc.start : exc.start + 1].hex()
+                    raise DataError(
+                        f"{path}:{number}: undecodable byte 0x{byte} (the file must be UTF-8)"
+                    ) from None
+                yield line
+    except (OSError, EOFError) as exc:  # gzip.BadGzipFile is an OSError
+        raise DataError(f"{path}:{number + 1}: not a valid gzip file ({exc})") from None
 
 
 def _base_suffix(path: Path) -> str:
@@ -79,38 +82,44 @@ def _base_suffix(path: Path) -> str:
     return suffixes[-1] if suffixes else ""
 
 
-def read_sentences(path: str | Path) -> Records:
-    """One sentence per line; blank lines are skipped and counted in the log."""
+def sentence_rows(path: str | Path):
+    """(line, (sentence,)) of a one-sentence-per-line file, streamed; blank lines are skipped and counted
+    in the log; an empty file is an error."""
     path = Path(path)
-    text = _read_text(path)
-    rows, lines, blank = [], [], 0
-    for number, line in enumerate(text.splitlines(), start=1):
+    kept = blank = 0
+    for number, line in enumerate(_text_lines(path), start=1):
         sentence = line.strip()
         if not sentence:
             blank += 1
             continue
-        rows.append((sentence,))
-        lines.append(number)
-    if not rows:
+        kept += 1
+        yield number, (sentence,)
+    if not kept:
         raise DataError(f"{path}:1: the file is empty (no sentences)")
     if blank:
-        logger.info("%s: skipped %d blank line(s), kept %d sentences", path, blank, len(rows))
-    return Records(str(path), rows, lines)
+        logger.info("%s: skipped %d blank line(s), kept %d sentences", path, blank, kept)
 
 
-def read_table(path: str | Path, header: bool | None = None) -> Records:
-    """csv/tsv with 2 or 3 columns. ``header=None`` detects SimCSE-style column names in row 1."""
+def _records(path: str | Path, rows, unit: str = "line") -> Records:
+    numbered = list(rows)
+    return Records(str(path), [r for _, r in numbered], [n for n, _ in numbered], unit)
+
+
+def read_sentences(path: str | Path) -> Records:
+    """One sentence per line; blank lines are skipped and counted in the log."""
+    return _records(path, sentence_rows(path))
+
+
+def table_rows(path: str | Path, header: bool | None = None):
+    """(line, cells) of a csv/tsv with 2 or 3 columns, streamed. ``header=None`` detects SimCSE-style
+    column names in row 1."""
     path = Path(path)
     delimiter = "\t" if _base_suffix(path) == ".tsv" else ","
-    text = _read_text(path)
-    if not text.strip():
-        raise DataError(f"{path}:1: the file is empty")
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
-    rows: list[tuple[str, ...]] = []
-    lines: list[int] = []
+    reader = csv.reader(_text_lines(path), delimiter=delimiter, strict=True)
     n_columns = None
     first = True
     start_line = 1
+    kept = 0
     try:
         for record in reader:
             line = start_line
@@ -140,13 +149,19 @@ def read_table(path: str | Path, header: bool | None = None) -> Records:
             empty = [i for i, cell in enumerate(cells) if not cell]
             if empty:
                 raise DataError(f"{path}:{line}: field {empty[0] + 1} is empty")
-            rows.append(cells)
-            lines.append(line)
+            kept += 1
+            yield line, cells
     except csv.Error as exc:
         raise DataError(f"{path}:{reader.line_num}: malformed {delimiter!r}-separated row ({exc})") from None
-    if not rows:
+    if first:
+        raise DataError(f"{path}:1: the file is empty")
+    if not kept:
         raise DataError(f"{path}:1: the file has no data rows")
-    return Records(str(path), rows, lines)
+
+
+def read_table(path: str | Path, header: bool | None = None) -> Records:
+    """csv/tsv with 2 or 3 columns. ``header=None`` detects SimCSE-style column names in row 1."""
+    return _records(path, table_rows(path, header))
 
 
 def _looks_like_header(record: list[str]) -> bool:
@@ -192,12 +207,11 @@ def _cells(values, layout: tuple[str, ...], where: str) -> tuple[str, ...]:
     return tuple(cells)
 
 
-def read_jsonl(path: str | Path) -> Records:
-    """JSON Lines: one object per line with named columns (``LAYOUTS``); blank lines are skipped."""
+def jsonl_rows(path: str | Path):
+    """(line, cells) of JSON Lines with named columns (``LAYOUTS``), streamed; blank lines are skipped."""
     path = Path(path)
     layout = None
-    rows, lines = [], []
-    for number, line in enumerate(_read_text(path).splitlines(), start=1):
+    for number, line in enumerate(_text_lines(path), start=1):
         if not line.strip():
             continue
         try:
@@ -211,29 +225,30 @@ def read_jsonl(path: str | Path) -> Records:
         missing = [name for name in layout if name not in item]
         if missing:
             raise DataError(f"{path}:{number}: no {missing[0]!r}, which the rows above have")
-        rows.append(_cells([item[name] for name in layout], layout, f"{path}:{number}"))
-        lines.append(number)
-    if not rows:
+        yield number, _cells([item[name] for name in layout], layout, f"{path}:{number}")
+    if layout is None:
         raise DataError(f"{path}:1: the file has no rows")
-    return Records(str(path), rows, lines)
 
 
-def _read_batches(batches, layout: tuple[str, ...], path: Path) -> Records:
-    """Rows of Arrow record batches (Parquet, datasets), numbered from 1; errors name the row."""
-    rows, numbers, number = [], [], 0
+def read_jsonl(path: str | Path) -> Records:
+    """JSON Lines: one object per line with named columns (``LAYOUTS``); blank lines are skipped."""
+    return _records(path, jsonl_rows(path))
+
+
+def _batch_rows(batches, layout: tuple[str, ...], path: Path):
+    """(row, cells) of Arrow record batches (Parquet, datasets), numbered from 1; errors name the row."""
+    number = 0
     for batch in batches:
         columns = [batch.column(name).to_pylist() for name in layout]
         for values in zip(*columns, strict=True):
             number += 1
-            rows.append(_cells(values, layout, f"{path}: row {number}"))
-            numbers.append(number)
-    if not rows:
+            yield number, _cells(values, layout, f"{path}: row {number}")
+    if not number:
         raise DataError(f"{path}: no rows")
-    return Records(str(path), rows, numbers, unit="row")
 
 
-def read_parquet(path: str | Path) -> Records:
-    """A Parquet file with named columns (``LAYOUTS``), read batch by batch with pyarrow."""
+def parquet_rows(path: str | Path):
+    """(row, cells) of a Parquet file with named columns (``LAYOUTS``), streamed batch by batch."""
     import pyarrow.parquet as pq
 
     path = Path(path)
@@ -244,7 +259,12 @@ def read_parquet(path: str | Path) -> Records:
     except Exception as exc:  # pyarrow raises its own error types
         raise DataError(f"{path}: not a Parquet file ({exc})") from None
     layout = choose_layout(source.schema_arrow.names, str(path))
-    return _read_batches(source.iter_batches(columns=list(layout), batch_size=65536), layout, path)
+    yield from _batch_rows(source.iter_batches(columns=list(layout), batch_size=65536), layout, path)
+
+
+def read_parquet(path: str | Path) -> Records:
+    """A Parquet file with named columns (``LAYOUTS``), read batch by batch with pyarrow."""
+    return _records(path, parquet_rows(path), unit="row")
 
 
 def read_datasets_folder(path: str | Path) -> Records:
@@ -266,7 +286,26 @@ def read_datasets_folder(path: str | Path) -> Records:
         dataset = dataset["train"]
     layout = choose_layout(dataset.column_names, str(path))
     table = dataset.select_columns(list(layout)).data.table
-    return _read_batches(table.to_batches(max_chunksize=65536), layout, path)
+    return _records(path, _batch_rows(table.to_batches(max_chunksize=65536), layout, path), unit="row")
+
+
+STREAMED = (".txt", "", ".csv", ".tsv", ".jsonl", ".ndjson", ".parquet")
+
+
+def iter_records(path: str | Path, header: bool | None = None):
+    """(line or row number, cells) of a training file, read as a stream in constant memory: what
+    ``data.streaming`` trains from. A ``datasets`` folder is memory-mapped by ``datasets`` and read whole."""
+    path = Path(path)
+    kind = _base_suffix(path)
+    if path.is_dir() or kind not in STREAMED:
+        raise DataError(f"{path}: streaming reads .txt, .csv, .tsv, .jsonl (optionally .gz) and .parquet")
+    if kind in (".csv", ".tsv"):
+        return table_rows(path, header)
+    if kind in (".jsonl", ".ndjson"):
+        return jsonl_rows(path)
+    if kind == ".parquet":
+        return parquet_rows(path)
+    return sentence_rows(path)
 
 
 def read_records(path: str | Path, header: bool | None = None) -> Records:

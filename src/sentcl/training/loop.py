@@ -14,6 +14,7 @@ dropout masks and updates an uninterrupted run would have seen. Under torchrun s
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import math
 import shutil
@@ -34,6 +35,7 @@ from sentcl.atomic_write import atomic_file, recover_folder
 from sentcl.config import ConfigError, expand_path
 from sentcl.data import build_dataset, read_records
 from sentcl.data.collate import group_by_length
+from sentcl.data.streaming import StreamingDataset, check_streaming
 from sentcl.embedder import CachedEmbedder
 from sentcl.evaluation import STSEvaluator, resolve_data_dir
 from sentcl.hardware import Hardware, choose_autocast, detect
@@ -174,7 +176,8 @@ def run_steps(loop, steps: Steps, context, device: torch.device, output_dir: Pat
     optimizer = build_optimizer(trained, loop.learning_rate, loop.weight_decay)
     scheduler = build_scheduler(optimizer, warmup, total_steps)
     order = torch.Generator().manual_seed(loop.seed)  # the data order, one permutation per epoch
-    lengths = dataset.lengths()
+    streaming = isinstance(dataset, StreamingDataset)  # its order is its own (seed, epoch, block)
+    lengths = dataset.lengths() if steps.group_by_length else None
     state = LoopState()
     if resume:
         state, epoch_order_state = load_checkpoint(output_dir / "checkpoint", trained, optimizer, scheduler)
@@ -224,16 +227,28 @@ def run_steps(loop, steps: Steps, context, device: torch.device, output_dir: Pat
     share = loop.batch_size // context.world_size  # this rank's slice of each global batch
     amp = autocast_context(loop.autocast, device)
     window, window_tokens, started = [], 0, time.perf_counter()
+
+    def epoch_batches(start: int):
+        """This rank's slice of every global batch of the current epoch from ``start`` on."""
+        if streaming:  # (drop_last: the epoch's short last batch is left out, as below)
+            stream = dataset.epoch_batches(
+                loop.seed, state.epoch, start, loop.batch_size, context.rank, share
+            )
+            yield from itertools.islice(stream, batches_per_epoch - start)
+            return
+        permutation = torch.randperm(len(dataset), generator=order)
+        if steps.group_by_length:
+            permutation = group_by_length(permutation, lengths, loop.batch_size, order)
+        for position in range(start, batches_per_epoch):
+            indices = permutation[position * loop.batch_size : (position + 1) * loop.batch_size]
+            indices = indices[context.rank * share : (context.rank + 1) * share]
+            yield dataset.collate([dataset[int(i)] for i in indices])
+
     try:
         while state.step < total_steps:
             epoch_order_state = order.get_state()
-            permutation = torch.randperm(len(dataset), generator=order)
-            if steps.group_by_length:
-                permutation = group_by_length(permutation, lengths, loop.batch_size, order)
-            for position in range(state.batch_in_epoch, batches_per_epoch):
-                indices = permutation[position * loop.batch_size : (position + 1) * loop.batch_size]
-                indices = indices[context.rank * share : (context.rank + 1) * share]
-                batch = dataset.collate([dataset[int(i)] for i in indices]).to(device)
+            for position, batch in enumerate(epoch_batches(state.batch_in_epoch), start=state.batch_in_epoch):
+                batch = batch.to(device)
                 with amp:
                     output = forward_backward(objective, batch, steps.gradcache_chunk)
                 if not torch.isfinite(output.loss):
@@ -298,7 +313,12 @@ def train(config: TrainConfig, also_measure: Callable[[CachedEmbedder], dict] | 
     device = distributed.select_device(loop.device, context)
 
     # Everything that can fail on bad input is checked before the first step.
-    records = read_records(expand_path(config.data.train_file, "data.train_file"), header=config.data.header)
+    train_file = expand_path(config.data.train_file, "data.train_file")
+    if config.data.streaming:
+        check_streaming(config.data, loop)
+        records = None
+    else:
+        records = read_records(train_file, header=config.data.header)
     evaluator, probe, held = None, None, None
     if loop.select_by != "stsb-dev":  # label-free selection: its examples never reach training
         records, held = hold_out(records, loop.select_holdout)
@@ -312,7 +332,10 @@ def train(config: TrainConfig, also_measure: Callable[[CachedEmbedder], dict] | 
             except FileNotFoundError as exc:
                 logger.warning("geometry is not logged: %s", exc)
     encoder = SentenceEncoder.from_config(config.model).to(device)
-    dataset = build_dataset(config.data, records, encoder.tokenizer)
+    if records is None:  # data.streaming: validated (every row read once), not held
+        dataset = StreamingDataset(train_file, config.data, encoder.tokenizer, config.data.shuffle_buffer)
+    else:
+        dataset = build_dataset(config.data, records, encoder.tokenizer)
     chooser = selection(loop.select_by, evaluator.primary if evaluator else None) if loop.eval_steps else None
     if held is not None:
         held = HeldOutProbe(

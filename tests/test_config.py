@@ -57,3 +57,13 @@ def test_env_var_expansion(monkeypatch):
     monkeypatch.delenv("SENTCL_DATA")
     with pytest.raises(ConfigError, match=r"data.train_file: environment variable SENTCL_DATA is not set"):
         expand_path("${SENTCL_DATA}/wiki.txt", "data.train_file")
+
+
+def test_a_deprecation_warning_raised_from_sentcl_code_fails_the_suite():
+    """pyproject's filterwarnings: what sentcl's own calls trigger is an error; other modules' is not."""
+    import warnings
+
+    with pytest.raises(DeprecationWarning):
+        warnings.warn_explicit("old API", DeprecationWarning, "encoder.py", 1, module="sentcl.model.encoder")
+    with warnings.catch_warnings(record=True):
+        warnings.warn_explicit("old API", DeprecationWarning, "x.py", 1, module="somelib.x")

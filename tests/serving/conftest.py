@@ -58,9 +58,11 @@ def served(tiny_model_dir, tmp_path_factory):
     folder = tmp_path_factory.mktemp("served")
     encoder = SentenceEncoder.load(str(tiny_model_dir))
     index_dir = folder / "index"
+    # fp32: these tests compare the served vectors with the fp32 encoder's to 1e-5, which bf16 (what
+    # auto picks on a CPU with native bf16) does not meet.
     SentenceIndex.of_corpus(encoder, SENTENCES, model=encoder.source).save(index_dir)
     args = [str(tiny_model_dir), "--index", str(index_dir), "--max-inputs", "8", "--max-chars", "200",
-            "--max-tokens", "400"]  # fmt: skip
+            "--max-tokens", "400", "--dtype", "fp32"]  # fmt: skip
     process, url = start_server(args, folder / "server.log")
     try:
         yield Served(url, encoder, index_dir)

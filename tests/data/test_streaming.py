@@ -67,7 +67,7 @@ def test_batches_hold_the_token_ids_of_the_in_memory_dataset(tmp_path, tokenizer
         assert torch.equal(batch.input_ids, expected.input_ids) and batch.shape[1] == 3
     resumed = list(dataset.epoch_batches(seed=0, epoch=0, start=1, batch_size=4))
     assert all(torch.equal(a.input_ids, b.input_ids) for a, b in zip(resumed, batches[1:], strict=True))
-    halves = [next(dataset.epoch_batches(0, 0, 0, 4, rank=r, share=2)) for r in (0, 1)]
+    halves = [next(dataset.epoch_batches(0, 0, 0, 4, rank=r, world=2)) for r in (0, 1)]
     assert torch.equal(torch.cat([h.indices for h in halves]), batches[0].indices)
 
 

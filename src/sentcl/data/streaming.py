@@ -74,10 +74,10 @@ class StreamingDataset:
             yield from (chunk[i] for i in order)
 
     def epoch_batches(
-        self, seed: int, epoch: int, start: int, batch_size: int, rank: int = 0, share: int = 0
+        self, seed: int, epoch: int, start: int, batch_size: int, rank: int = 0, world: int = 1
     ):
-        """This rank's slice (``share`` examples from ``rank · share``; all of it when ``share`` is 0) of
-        every global batch of ``epoch`` from batch ``start`` on; the last batch may be short."""
+        """This rank's slice (equal slices for the ``world`` ranks, a short last batch cut to a multiple of
+        ``world``) of every global batch of ``epoch`` from batch ``start`` on."""
         rows = self.epoch_rows(seed, epoch)
         for _ in itertools.islice(rows, start * batch_size):  # resume: read, do not tokenise
             pass
@@ -85,8 +85,8 @@ class StreamingDataset:
             batch = list(itertools.islice(rows, batch_size))
             if not batch:
                 return
-            if share:
-                batch = batch[rank * share : (rank + 1) * share]
+            share = len(batch) // world
+            batch = batch[rank * share : (rank + 1) * share]
             yield self.collate(batch)
 
     def collate(self, rows: list[tuple[int, tuple[str, ...]]]) -> Batch:

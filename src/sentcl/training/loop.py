@@ -164,9 +164,17 @@ def run_steps(loop, steps: Steps, context, device: torch.device, output_dir: Pat
     """Data order → forward/backward → AdamW step, with logging, evaluation and checkpoints; exact resume
     from ``output_dir/checkpoint``."""
     dataset, trained, objective = steps.dataset, steps.trained, steps.objective
-    batches_per_epoch = (
-        len(dataset) // loop.batch_size if steps.drop_last else -(-len(dataset) // loop.batch_size)
-    )
+    full, short = divmod(len(dataset), loop.batch_size)
+    if short and not steps.drop_last:
+        # Under torchrun the ranks gather equal-sized slices (objectives/similarity.py): the short last
+        # batch is cut to a multiple of the world size, and dropped when that leaves a rank nothing.
+        lost = short % context.world_size
+        if lost and context.is_main:
+            logger.warning(
+                "each epoch's last batch: %d of the %d examples left out, so that the %d processes get "
+                "equal slices", lost, short, context.world_size,
+            )  # fmt: skip
+    batches_per_epoch = full + (1 if short >= context.world_size and not steps.drop_last else 0)
     if batches_per_epoch == 0:
         raise ConfigError(
             f"training.batch_size: {loop.batch_size} exceeds the {len(dataset)} examples (drop_last)"
@@ -224,7 +232,6 @@ def run_steps(loop, steps: Steps, context, device: torch.device, output_dir: Pat
     if evaluate is not None and steps.eval_at_start and state.step == 0:
         state.initial_metrics = last = evaluation(0)
     objective.train()  # the encoder with dropout; frozen copies stay in eval mode
-    share = loop.batch_size // context.world_size  # this rank's slice of each global batch
     amp = autocast_context(loop.autocast, device)
     window, window_tokens, started = [], 0, time.perf_counter()
 
@@ -232,7 +239,7 @@ def run_steps(loop, steps: Steps, context, device: torch.device, output_dir: Pat
         """This rank's slice of every global batch of the current epoch from ``start`` on."""
         if streaming:  # (drop_last: the epoch's short last batch is left out, as below)
             stream = dataset.epoch_batches(
-                loop.seed, state.epoch, start, loop.batch_size, context.rank, share
+                loop.seed, state.epoch, start, loop.batch_size, context.rank, context.world_size
             )
             yield from itertools.islice(stream, batches_per_epoch - start)
             return
@@ -241,6 +248,7 @@ def run_steps(loop, steps: Steps, context, device: torch.device, output_dir: Pat
             permutation = group_by_length(permutation, lengths, loop.batch_size, order)
         for position in range(start, batches_per_epoch):
             indices = permutation[position * loop.batch_size : (position + 1) * loop.batch_size]
+            share = len(indices) // context.world_size  # this rank's slice of the global batch
             indices = indices[context.rank * share : (context.rank + 1) * share]
             yield dataset.collate([dataset[int(i)] for i in indices])
 
@@ -420,11 +428,13 @@ def train(config: TrainConfig, also_measure: Callable[[CachedEmbedder], dict] | 
 
 def fisher_batches(dataset, loop, context, device) -> list:
     """Child-Tuning_D's estimation batches: a seeded sample apart from the training order."""
-    share = loop.batch_size // context.world_size
     permutation = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(loop.seed + 1))
     batches = []
     for position in range(min(loop.child_tuning.fisher_batches, -(-len(dataset) // loop.batch_size))):
         indices = permutation[position * loop.batch_size : (position + 1) * loop.batch_size]
+        share = len(indices) // context.world_size  # equal slices, as in training
+        if share == 0:
+            break
         indices = indices[context.rank * share : (context.rank + 1) * share]
         batches.append(dataset.collate([dataset[int(i)] for i in indices]).to(device))
     return batches

@@ -4,8 +4,9 @@ to TensorBoard, Weights & Biases or MLflow, through each library's own writer.
 * ``tensorboard``: ``torch.utils.tensorboard.SummaryWriter`` in ``OUTPUT/tensorboard``; the recipe as text;
 * ``wandb``: a run in ``OUTPUT/wandb`` with the recipe as its config, offline unless an API key or
   ``WANDB_MODE`` says otherwise (no network is needed);
-* ``mlflow``: a run in ``$MLFLOW_TRACKING_URI``, else a local file store in ``OUTPUT/mlruns``, with the
-  recipe's keys as parameters.
+* ``mlflow``: a run in ``$MLFLOW_TRACKING_URI``, else a local file store in ``OUTPUT/mlruns`` (MLflow 3
+  keeps that store in maintenance mode; a database URI in ``$MLFLOW_TRACKING_URI`` gets its newer
+  features), with the recipe's keys as parameters.
 
 The libraries are optional: asking for one that is not installed is one error naming the ``pip install``
 to run, before training starts. Scalars are named as in ``metrics.jsonl``, nested records flattened with
@@ -87,6 +88,9 @@ class Trackers:
         import mlflow
 
         if not os.environ.get("MLFLOW_TRACKING_URI"):
+            # a local file store needs no server or database; MLflow 3 keeps it in maintenance mode and
+            # refuses it unless allowed (a user's own MLFLOW_ALLOW_FILE_STORE is left as it is)
+            os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
             mlflow.set_tracking_uri((output_dir / "mlruns").resolve().as_uri())
         run = mlflow.start_run(run_name=output_dir.name)
         if not resume:

@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from sentcl.config import ConfigError
+from sentcl.objectives.similarity import full
 
 
 @dataclass
@@ -117,6 +118,7 @@ class ContrastiveObjective(Objective):
         return self.embedding_loss(self.require_encoder().embed(batch), batch)
 
     def embedding_loss(self, embeddings: torch.Tensor, batch=None) -> ObjectiveOutput:
+        embeddings = full(embeddings)  # the loss in fp32 at least (an MLP head under autocast gives bf16)
         dims = getattr(self.config, "matryoshka_dims", None)
         if not dims:
             return self.loss_from_embeddings(embeddings, batch)

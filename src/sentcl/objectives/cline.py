@@ -35,6 +35,7 @@ from sentcl.data.wordnet_views import WordNetViewsDataset
 from sentcl.model import SentenceEncoder
 from sentcl.objectives.base import ContrastiveConfig, ObjectiveOutput
 from sentcl.objectives.mlm import MaskedLMObjective, mlm_term
+from sentcl.objectives.similarity import full
 
 
 @dataclass
@@ -50,13 +51,14 @@ class CLINEConfig(ContrastiveConfig):
 
 
 def cline_contrast(anchor, synonym, antonym, similarity: str, temperature: float) -> torch.Tensor:
-    """−log e^{s(x, syn)} / (e^{s(x, syn)} + e^{s(x, ant)}) averaged over the batch; [B, D] each."""
+    """−log e^{s(x, syn)} / (e^{s(x, syn)} + e^{s(x, ant)}) averaged over the batch; [B, D] each, in fp32."""
+    anchor, synonym, antonym = full(anchor), full(synonym), full(antonym)
     if similarity == "dot":
         scores = torch.stack([(anchor * synonym).sum(-1), (anchor * antonym).sum(-1)], dim=1)
     else:
         scores = torch.stack([F.cosine_similarity(anchor, synonym), F.cosine_similarity(anchor, antonym)], 1)
         scores = scores / temperature
-    return F.cross_entropy(scores.float(), torch.zeros(len(anchor), dtype=torch.long, device=anchor.device))
+    return F.cross_entropy(scores, torch.zeros(len(anchor), dtype=torch.long, device=anchor.device))
 
 
 class CLINE(MaskedLMObjective):

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 from sentcl.config import ConfigError
 from sentcl.objectives.base import ContrastiveConfig, ContrastiveObjective, ObjectiveOutput
-from sentcl.objectives.similarity import gather_with_grad
+from sentcl.objectives.similarity import fp32_products, full, gather_with_grad
 
 
 @dataclass
@@ -77,16 +77,17 @@ class MoCo(ContrastiveObjective):
         with torch.no_grad():
             keys = self.key_encoder.embed_tokens(batch.input_ids[:, view], batch.attention_mask[:, view])
             keys = F.normalize(keys.float(), dim=-1)
-        queries = F.normalize(embeddings[:, 0], dim=-1)
+        queries = F.normalize(full(embeddings[:, 0]), dim=-1)
         all_keys, offset = gather_with_grad(keys)  # no gradient exists to flow; this only gathers
         rows = torch.arange(len(queries), device=queries.device)
-        if c.in_batch_negatives:
-            logits, target = queries @ all_keys.T, offset + rows
-        else:
-            logits, target = (queries * keys).sum(-1, keepdim=True), torch.zeros_like(rows)
         queued = self.queue[: int(self.queue_filled)].clone()  # enqueue below changes the buffer in place
-        if len(queued):
-            logits = torch.cat([logits, queries @ queued.T], dim=1)
+        with fp32_products(queries.device):
+            if c.in_batch_negatives:
+                logits, target = queries @ full(all_keys).T, offset + rows
+            else:
+                logits, target = (queries * keys).sum(-1, keepdim=True), torch.zeros_like(rows)
+            if len(queued):
+                logits = torch.cat([logits, queries @ full(queued).T], dim=1)
         loss = F.cross_entropy(logits / c.temperature, target)
         self.enqueue(all_keys)
         return ObjectiveOutput(

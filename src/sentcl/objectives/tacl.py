@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from sentcl.model import SentenceEncoder
 from sentcl.objectives.base import ContrastiveConfig, ObjectiveOutput
 from sentcl.objectives.mlm import MaskedLMObjective, head_loss, mask_tokens
+from sentcl.objectives.similarity import fp32_products, full
 
 
 @dataclass
@@ -48,7 +49,8 @@ def token_contrastive_loss(
     """Mean over the selected positions of −log softmax over the same sequence's teacher positions."""
     if not selected.any():
         return student.sum() * 0.0
-    logits = F.normalize(student.float(), dim=-1) @ F.normalize(teacher.float(), dim=-1).transpose(1, 2)
+    with fp32_products(student.device):  # the similarities in fp32 under training.autocast too
+        logits = F.normalize(full(student), dim=-1) @ F.normalize(full(teacher), dim=-1).transpose(1, 2)
     logits = (logits / temperature).masked_fill(attention_mask[:, None, :] == 0, float("-inf"))
     own = logits.log_softmax(-1).diagonal(dim1=1, dim2=2)  # [N, L]: position i against teacher i
     return -own[selected].mean()

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from sentcl.config import ConfigError
 from sentcl.objectives.base import ContrastiveConfig, ContrastiveObjective, ObjectiveOutput
 from sentcl.objectives.info_nce import info_nce_loss
-from sentcl.objectives.similarity import cosine_matrix, gather_with_grad
+from sentcl.objectives.similarity import cosine_matrix, fp32_products, full, gather_with_grad
 
 
 @dataclass
@@ -46,10 +46,12 @@ def neighbourhood_loss(
     perturbed: torch.Tensor, anchors: torch.Tensor, neighbours: torch.Tensor, temperature: float
 ) -> torch.Tensor:
     """mean_i ℓ_i: ``perturbed`` [B, D], ``anchors`` [B, D], ``neighbours`` [B, K] indices into anchors."""
+    perturbed, anchors = full(perturbed), full(anchors)
     own = F.cosine_similarity(perturbed, anchors, dim=-1)[:, None]  # [B, 1]
-    others = torch.einsum(
-        "bd,bkd->bk", F.normalize(perturbed, dim=-1), F.normalize(anchors, dim=-1)[neighbours]
-    )
+    with fp32_products(anchors.device):  # the similarities in fp32 under training.autocast too
+        others = torch.einsum(
+            "bd,bkd->bk", F.normalize(perturbed, dim=-1), F.normalize(anchors, dim=-1)[neighbours]
+        )
     logits = torch.cat([own, others], dim=1) / temperature
     return F.cross_entropy(logits, torch.zeros(len(anchors), dtype=torch.long, device=anchors.device))
 

@@ -124,7 +124,8 @@ class PretrainLoopConfig(RunConfig):
     weight_decay: float = 0.01
     eval_steps: int = 500
     logging_steps: int = 50
-    #: mean-pooled STS probe at each evaluation (information only: the final model is kept); "" = off
+    #: mean-pooled STS probe at each evaluation (information only: the final model is kept); "none" (as in
+    #: training) or "" = off
     eval_task: str = "stsb-dev"
 
 
@@ -257,7 +258,8 @@ def pretrain(config: PretrainConfig) -> PretrainResult:
             f"{config.data.train_files[0]}: {len(sentences)} sentences, not more than "
             f"data.eval_sentences ({held_out})"
         )
-    evaluator = sts_evaluator(loop)[0] if loop.eval_steps > 0 and loop.eval_task else None
+    probe = loop.eval_task not in ("", "none")
+    evaluator = sts_evaluator(loop)[0] if loop.eval_steps > 0 and probe else None
     model, tokenizer = build_mlm_model(config.model, loop.seed)
     if config.model.fast_dropout:
         use_fast_dropout(model)  # cheaper dropout masks (model/dropout.py); weights unchanged

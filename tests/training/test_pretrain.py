@@ -73,6 +73,9 @@ def test_from_scratch_learns_and_saves_a_loadable_masked_lm(tmp_path, corpus, ti
     assert held_out[-1] < held_out[0] - 1.0  # it learns the corpus's words
     assert result.final_metrics["mlm_loss"] == held_out[-1]
     assert (out / "mlm_loss.png").stat().st_size > 1000
+    card = (out / "model" / "README.md").read_text()  # its model card, as sentcl train writes one
+    assert "pipeline_tag: fill-mask" in card and "from scratch" in card and "30 steps of masked-LM" in card
+    assert f"| mlm_loss | {held_out[0]:.2f} | {held_out[-1]:.2f} |" in card
     full = AutoModelForMaskedLM.from_pretrained(str(out / "model"))  # saved with its head
     assert full.config.num_hidden_layers == 1
     encoder = SentenceEncoder.load(str(out / "model"), pooler="avg")  # and usable as a backbone

@@ -134,3 +134,71 @@ def render(folder: Path, data: dict[str, Any]) -> str:
     payload = payload.replace("-->", "--\\u003e")  # nothing in the data may end the comment
     lines += ["", f"<!-- sentcl-card-data\n{payload}\n-->", ""]
     return "\n".join(lines)
+
+
+FILL_MASK_USE = """```python
+from transformers import pipeline
+
+fill = pipeline("fill-mask", model="PATH")
+fill("A man is playing a [MASK].")  # [MASK]: write the tokenizer's own mask token
+```"""
+AS_BASE_USE = """```bash
+sentcl train configs/simcse_unsup_minilm_cpu.yaml model.name_or_path=PATH   # any recipe: a base encoder
+```"""
+
+
+def render_pretrained(recipe: dict[str, Any], history: list[dict]) -> str:
+    """The card of a ``sentcl pretrain`` model: a masked-LM encoder (with its head), not yet a sentence
+    encoder. It holds how it was made, the held-out MLM loss (and the STS probe) at the start and at the
+    end, and how to use it: as a fill-mask model, or as the base of ``sentcl train``."""
+    model, masking = recipe.get("model", {}), recipe.get("masking", {})
+    base = model.get("name_or_path") or None
+    made = f"continued from `{base}`" if base else "from scratch (the architecture in the recipe below)"
+    front = {
+        "library_name": "transformers",
+        "pipeline_tag": "fill-mask",
+        "tags": ["sentcl", "masked-lm", "fill-mask"],
+        "base_model": base,
+    }
+    evaluations = [r for r in history if "eval" in r]
+    steps = max((r["step"] for r in history), default=0)
+    lines = ["---", yaml.safe_dump(front, sort_keys=False).strip(), "---", ""]
+    lines += ["# A masked-LM encoder pre-trained with sentcl", ""]
+    lines += [
+        f"Pre-trained by `sentcl pretrain` {made}: {steps} steps of masked-LM "
+        f"({'whole-word' if masking.get('whole_word') else 'token'} masking, probability "
+        f"{masking.get('probability')}). The saved model keeps its MLM head "
+        "(Devlin et al., BERT, NAACL 2019)."
+    ]
+    lines += ["", "## Evaluation", ""]
+    if evaluations:
+        first, last = evaluations[0], evaluations[-1]
+        lines += [f"| metric | step {first['step']} | step {last['step']} |", "|---|---:|---:|"]
+        for key, value in last["eval"].items():
+            lines.append(f"| {key} | {_number(first['eval'].get(key, '—'))} | {_number(value)} |")
+        note = (
+            "`mlm_loss` and `perplexity` are on held-out training sentences (the same masks at every "
+            "evaluation); an STS metric, when present, is the mean-pooled probe."
+        )
+        lines += ["", note]
+    else:
+        lines += [f"Trained {steps} steps without evaluation; the final model was saved."]
+    lines += ["", "## Use", "", FILL_MASK_USE, "", "As the starting point of sentence-embedding training:"]
+    lines += ["", AS_BASE_USE]
+    lines += [
+        "",
+        "## Pre-training recipe",
+        "",
+        "```yaml",
+        yaml.safe_dump(recipe, sort_keys=False).strip(),
+        "```",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write_pretrained_card(folder: str | Path, recipe: dict[str, Any], history: list[dict]) -> Path:
+    """``folder/README.md`` for a ``sentcl pretrain`` model (atomically)."""
+    path = Path(folder) / CARD
+    with atomic_file(path) as handle:
+        handle.write(render_pretrained(recipe, history))
+    return path

@@ -52,6 +52,7 @@ from sentcl.training.loop import (
     run_steps,
     sts_evaluator,
 )
+from sentcl.training.model_card import write_pretrained_card
 from sentcl.training.recipe import RunConfig
 from sentcl.training.trackers import check_trackers
 
@@ -318,6 +319,7 @@ def pretrain(config: PretrainConfig) -> PretrainResult:
     outcome = run_steps(loop, steps, context, device, output_dir, resume)
     require_finite_weights(model, outcome.state.step)
     save_mlm_model(model, tokenizer, output_dir / "model")  # the final model, with its head
+    write_pretrained_card(output_dir / "model", config.to_dict(), outcome.history)
     plot_pretraining(outcome.history, output_dir / "mlm_loss.png")
     result = PretrainResult(output_dir, outcome.state.step, outcome.last_metrics)
     with atomic_file(output_dir / "summary.json") as handle:

@@ -170,6 +170,13 @@ class ContrastiveDataset(torch.utils.data.Dataset):
         return f"{self.records.path} {self.records.unit}s {lines[:10]}{' …' if len(lines) > 10 else ''}"
 
 
+def rank_slice(rows, rank: int, world: int):
+    """This rank's equal slice of a global batch (``len(rows) // world`` rows from ``rank`` times that): the
+    ranks gather equal-sized embeddings, so a short batch leaves its ``len(rows) % world`` last rows out."""
+    share = len(rows) // world
+    return rows[rank * share : (rank + 1) * share]
+
+
 def group_by_length(
     order: torch.Tensor, lengths: np.ndarray, batch_size: int, generator: torch.Generator, span: int = 50
 ) -> torch.Tensor:

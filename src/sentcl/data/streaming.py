@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from sentcl.config import ConfigError
-from sentcl.data.collate import Batch, DataConfig, collate_views
+from sentcl.data.collate import Batch, DataConfig, collate_views, rank_slice
 from sentcl.data.readers import DataError, iter_records
 
 
@@ -85,9 +85,7 @@ class StreamingDataset:
             batch = list(itertools.islice(rows, batch_size))
             if not batch:
                 return
-            share = len(batch) // world
-            batch = batch[rank * share : (rank + 1) * share]
-            yield self.collate(batch)
+            yield self.collate(rank_slice(batch, rank, world))
 
     def collate(self, rows: list[tuple[int, tuple[str, ...]]]) -> Batch:
         columns = [

@@ -34,7 +34,7 @@ from sentcl.analysis.alignment_uniformity import geometry_snapshot, stsb_probe
 from sentcl.atomic_write import atomic_file, recover_folder
 from sentcl.config import ConfigError, expand_path
 from sentcl.data import build_dataset, read_records
-from sentcl.data.collate import group_by_length
+from sentcl.data.collate import group_by_length, rank_slice
 from sentcl.data.streaming import StreamingDataset, check_streaming
 from sentcl.embedder import CachedEmbedder
 from sentcl.evaluation import STSEvaluator, resolve_data_dir
@@ -164,17 +164,17 @@ def run_steps(loop, steps: Steps, context, device: torch.device, output_dir: Pat
     """Data order → forward/backward → AdamW step, with logging, evaluation and checkpoints; exact resume
     from ``output_dir/checkpoint``."""
     dataset, trained, objective = steps.dataset, steps.trained, steps.objective
-    full, short = divmod(len(dataset), loop.batch_size)
+    whole, short = divmod(len(dataset), loop.batch_size)
     if short and not steps.drop_last:
-        # Under torchrun the ranks gather equal-sized slices (objectives/similarity.py): the short last
-        # batch is cut to a multiple of the world size, and dropped when that leaves a rank nothing.
+        # Under torchrun each rank takes an equal slice (data/collate.py: rank_slice): the short last batch
+        # loses its remainder, and is dropped when that leaves a rank nothing.
         lost = short % context.world_size
         if lost and context.is_main:
             logger.warning(
                 "each epoch's last batch: %d of the %d examples left out, so that the %d processes get "
                 "equal slices", lost, short, context.world_size,
             )  # fmt: skip
-    batches_per_epoch = full + (1 if short >= context.world_size and not steps.drop_last else 0)
+    batches_per_epoch = whole + (1 if short >= context.world_size and not steps.drop_last else 0)
     if batches_per_epoch == 0:
         raise ConfigError(
             f"training.batch_size: {loop.batch_size} exceeds the {len(dataset)} examples (drop_last)"
@@ -248,8 +248,7 @@ def run_steps(loop, steps: Steps, context, device: torch.device, output_dir: Pat
             permutation = group_by_length(permutation, lengths, loop.batch_size, order)
         for position in range(start, batches_per_epoch):
             indices = permutation[position * loop.batch_size : (position + 1) * loop.batch_size]
-            share = len(indices) // context.world_size  # this rank's slice of the global batch
-            indices = indices[context.rank * share : (context.rank + 1) * share]
+            indices = rank_slice(indices, context.rank, context.world_size)
             yield dataset.collate([dataset[int(i)] for i in indices])
 
     try:
@@ -432,10 +431,9 @@ def fisher_batches(dataset, loop, context, device) -> list:
     batches = []
     for position in range(min(loop.child_tuning.fisher_batches, -(-len(dataset) // loop.batch_size))):
         indices = permutation[position * loop.batch_size : (position + 1) * loop.batch_size]
-        share = len(indices) // context.world_size  # equal slices, as in training
-        if share == 0:
+        indices = rank_slice(indices, context.rank, context.world_size)  # equal slices, as in training
+        if len(indices) == 0:
             break
-        indices = indices[context.rank * share : (context.rank + 1) * share]
         batches.append(dataset.collate([dataset[int(i)] for i in indices]).to(device))
     return batches
 

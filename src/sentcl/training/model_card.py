@@ -93,7 +93,7 @@ def render(folder: Path, data: dict[str, Any]) -> str:
         "tags": ["sentence-transformers", "sentence-similarity", "feature-extraction", "sentcl", name],
         "base_model": base or None,
     }
-    lines = ["---", yaml.safe_dump(front, sort_keys=False).strip(), "---", ""]
+    lines = _front_matter(front)
     lines += [f"# {name} from {base}", ""]
     lines += [f"A sentence encoder trained with sentcl (objective `{name}`, pooler `{pooler}`)."]
     if data.get("paper"):
@@ -129,7 +129,7 @@ def render(folder: Path, data: dict[str, Any]) -> str:
     lines += ["", "## Use", "", SENTCL_USE]
     lines += ["", SENTENCE_TRANSFORMERS_USE if exported else NOT_EXPORTED.format(pooler=pooler)]
     lines += ["", TRANSFORMERS_USE.format(pooler=pooler)]
-    lines += ["", "## Training recipe", "", "```yaml", yaml.safe_dump(recipe, sort_keys=False).strip(), "```"]
+    lines += _recipe_section("Training recipe", recipe)
     payload = json.dumps(json.loads(finite_json.dumps(data)), indent=1, ensure_ascii=False)
     payload = payload.replace("-->", "--\\u003e")  # nothing in the data may end the comment
     lines += ["", f"<!-- sentcl-card-data\n{payload}\n-->", ""]
@@ -147,7 +147,15 @@ sentcl train configs/simcse_unsup_minilm_cpu.yaml model.name_or_path=PATH   # an
 ```"""
 
 
-def render_pretrained(recipe: dict[str, Any], history: list[dict]) -> str:
+def _front_matter(front: dict[str, Any]) -> list[str]:
+    return ["---", yaml.safe_dump(front, sort_keys=False).strip(), "---", ""]
+
+
+def _recipe_section(title: str, recipe: dict[str, Any]) -> list[str]:
+    return ["", f"## {title}", "", "```yaml", yaml.safe_dump(recipe, sort_keys=False).strip(), "```"]
+
+
+def render_pretrained(recipe: dict[str, Any], steps: int, history: list[dict]) -> str:
     """The card of a ``sentcl pretrain`` model: a masked-LM encoder (with its head), not yet a sentence
     encoder. It holds how it was made, the held-out MLM loss (and the STS probe) at the start and at the
     end, and how to use it: as a fill-mask model, or as the base of ``sentcl train``."""
@@ -161,8 +169,7 @@ def render_pretrained(recipe: dict[str, Any], history: list[dict]) -> str:
         "base_model": base,
     }
     evaluations = [r for r in history if "eval" in r]
-    steps = max((r["step"] for r in history), default=0)
-    lines = ["---", yaml.safe_dump(front, sort_keys=False).strip(), "---", ""]
+    lines = _front_matter(front)
     lines += ["# A masked-LM encoder pre-trained with sentcl", ""]
     lines += [
         f"Pre-trained by `sentcl pretrain` {made}: {steps} steps of masked-LM "
@@ -185,20 +192,15 @@ def render_pretrained(recipe: dict[str, Any], history: list[dict]) -> str:
         lines += [f"Trained {steps} steps without evaluation; the final model was saved."]
     lines += ["", "## Use", "", FILL_MASK_USE, "", "As the starting point of sentence-embedding training:"]
     lines += ["", AS_BASE_USE]
-    lines += [
-        "",
-        "## Pre-training recipe",
-        "",
-        "```yaml",
-        yaml.safe_dump(recipe, sort_keys=False).strip(),
-        "```",
-    ]
+    lines += _recipe_section("Pre-training recipe", recipe)
     return "\n".join(lines) + "\n"
 
 
-def write_pretrained_card(folder: str | Path, recipe: dict[str, Any], history: list[dict]) -> Path:
-    """``folder/README.md`` for a ``sentcl pretrain`` model (atomically)."""
+def write_pretrained_card(
+    folder: str | Path, recipe: dict[str, Any], steps: int, history: list[dict]
+) -> Path:
+    """``folder/README.md`` for a ``sentcl pretrain`` model of ``steps`` steps (atomically)."""
     path = Path(folder) / CARD
     with atomic_file(path) as handle:
-        handle.write(render_pretrained(recipe, history))
+        handle.write(render_pretrained(recipe, steps, history))
     return path

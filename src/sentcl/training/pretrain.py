@@ -319,7 +319,7 @@ def pretrain(config: PretrainConfig) -> PretrainResult:
     outcome = run_steps(loop, steps, context, device, output_dir, resume)
     require_finite_weights(model, outcome.state.step)
     save_mlm_model(model, tokenizer, output_dir / "model")  # the final model, with its head
-    write_pretrained_card(output_dir / "model", config.to_dict(), outcome.history)
+    write_pretrained_card(output_dir / "model", config.to_dict(), outcome.state.step, outcome.history)
     plot_pretraining(outcome.history, output_dir / "mlm_loss.png")
     result = PretrainResult(output_dir, outcome.state.step, outcome.last_metrics)
     with atomic_file(output_dir / "summary.json") as handle:

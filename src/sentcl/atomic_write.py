@@ -7,20 +7,106 @@ always finds a complete folder at ``path``. Where that call is missing, the swap
 and the moment between them leaves the old folder at ``.NAME.old-*``; :func:`recover_folder` puts
 it back. If anything fails before the swap the previous folder is untouched and the temporary one
 is removed.
+
+Consent: a folder is replaced only when it is absent or empty, when sentcl wrote it (its marker file,
+``.sentcl-folder.json``, names the kind of folder and every entry sentcl put there, and nothing else is
+there now), or when the caller says ``overwrite``: a user's own folder (their notes, their home) is never
+replaced because it was named as an output. The same goes for a file where a folder is expected, a folder
+where a file is expected, and a symbolic link in either place.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import os
+import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+
+from sentcl import __version__
+from sentcl.config import ConfigError
 
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
+
+#: written into every folder sentcl writes: which kind of folder, and what sentcl put there
+MARKER = ".sentcl-folder.json"
+#: the random part tempfile.mkdtemp / mkstemp give the temporary siblings this module makes
+_TEMP_SUFFIX = r"[a-z0-9_]{8}"
+
+
+class OutputExistsError(ConfigError):
+    """An output path holds something sentcl did not write, and replacing it was not asked for."""
+
+
+def _marker(folder: Path) -> dict:
+    """The marker sentcl left in ``folder`` ({} where there is none, or it is not one of sentcl's)."""
+    try:
+        record = json.loads((folder / MARKER).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return {}
+    valid = isinstance(record, dict) and isinstance(record.get("entries"), list)
+    return record if valid else {}
+
+
+def check_replaceable(path: str | Path, kind: str, overwrite: bool = False, what: str = "") -> None:
+    """Raise :class:`OutputExistsError` unless writing a ``kind`` folder at ``path`` loses nothing of the
+    user's: the path is free, an empty folder, a ``kind`` folder sentcl wrote and nobody added to since, or
+    ``overwrite`` is set. ``what`` names the option in the message (``--out``). Writes nothing."""
+    path = Path(path)
+    label = f"{what} {path}" if what else str(path)
+    if path.is_symlink():
+        raise OutputExistsError(
+            f"{label}: a symbolic link; sentcl writes a folder of its own, not through a link"
+        )
+    if not path.exists():
+        return
+    if not path.is_dir():
+        raise OutputExistsError(
+            f"{label}: a file is there; sentcl writes a {kind} folder here, so name a folder"
+        )
+    entries = sorted(entry.name for entry in path.iterdir())
+    if not entries or overwrite:
+        return
+    advice = "pass --overwrite to replace the whole folder, or name a new one"
+    record = _marker(path)
+    if record and record.get("kind") != kind:
+        raise OutputExistsError(
+            f"{label}: a folder sentcl wrote of another kind ({record.get('kind')}, not {kind}); {advice}"
+        )
+    owned = set(record.get("entries", ())) | {MARKER} if record else set()
+    foreign = [name for name in entries if name not in owned]
+    if not foreign:
+        return
+    holds = repr(foreign[0]) + (f" and {len(foreign) - 1} more" if len(foreign) > 1 else "")
+    whose = "sentcl did not write" if not record else f"sentcl did not write when it made this {kind} folder"
+    raise OutputExistsError(f"{label}: not empty, and it holds {holds}, which {whose}; {advice}")
+
+
+def check_file_target(path: str | Path, what: str = "") -> None:
+    """A file is about to be written at ``path``: refuse a folder there (one line, nothing written)."""
+    path = Path(path)
+    label = f"{what} {path}" if what else str(path)
+    if path.is_dir() and not path.is_symlink():
+        raise OutputExistsError(f"{label}: a folder is there; name a file")
+
+
+def stale_temporaries(folder: Path, names: Iterable[str]) -> list[Path]:
+    """The temporary siblings a killed writer of ``names`` left in ``folder`` (``.NAME.tmp-XXXXXXXX``, and
+    ``.NAME.old-XXXXXXXX`` of an interrupted two-rename swap once the folder itself is back): only entries
+    of this module's own pattern, never a user's file that merely looks alike."""
+    escaped = "|".join(re.escape(name) for name in names)
+    pattern = re.compile(rf"\.({escaped})\.(tmp|old)-{_TEMP_SUFFIX}")
+    found = []
+    for entry in folder.iterdir():
+        match = pattern.fullmatch(entry.name)
+        if match and (match.group(2) == "tmp" or (folder / match.group(1)).exists()):
+            found.append(entry)
+    return found
 
 
 def _exchange(a: Path, b: Path) -> bool:
@@ -57,14 +143,20 @@ def follow_umask(path: Path, kind: str) -> None:
 
 
 @contextlib.contextmanager
-def atomic_folder(path: str | Path) -> Iterator[Path]:
-    """Yield an empty temporary folder; on success it replaces ``path``."""
+def atomic_folder(path: str | Path, kind: str, overwrite: bool = False, what: str = "") -> Iterator[Path]:
+    """Yield an empty temporary folder; on success it replaces ``path``, marked as sentcl's ``kind`` folder.
+    Refused (before anything is written) where :func:`check_replaceable` refuses."""
     path = Path(path)
+    check_replaceable(path, kind, overwrite, what)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
     follow_umask(tmp, "folder")
     try:
         yield tmp
+        entries = sorted(entry.name for entry in tmp.iterdir() if entry.name != MARKER)
+        record = {"kind": kind, "entries": entries, "sentcl": __version__}
+        (tmp / MARKER).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        check_replaceable(path, kind, overwrite, what)  # nothing of the user's appeared meanwhile
         if path.exists() and _exchange(tmp, path):
             shutil.rmtree(tmp, ignore_errors=True)  # it now holds the previous version
         elif path.exists():
@@ -82,8 +174,9 @@ def atomic_folder(path: str | Path) -> Iterator[Path]:
 
 @contextlib.contextmanager
 def atomic_file(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator:
-    """Yield an open temporary file; on success it replaces ``path``."""
+    """Yield an open temporary file; on success it replaces ``path`` (a folder there is refused)."""
     path = Path(path)
+    check_file_target(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
     follow_umask(Path(tmp), "file")

@@ -214,3 +214,25 @@ def test_encode_index_and_serve_default_to_the_precision_the_hardware_runs_nativ
     for command in (["index", "m", "c", "--out", "o"], ["serve", "m"]):
         assert parser.parse_args(command).dtype == "auto"
     assert parser.parse_args(["evaluate", "m"]).dtype == "fp32"  # a reported score: not machine-dependent
+
+
+@pytest.mark.parametrize("value", ["-1", "0", "two"])
+@pytest.mark.parametrize("command", ["encode", "evaluate", "index", "serve"])
+def test_a_batch_size_below_one_is_one_line_and_writes_nothing(
+    command, value, tiny_model_dir, tmp_path, capsys
+):
+    """``encode --batch-size -1`` once wrote uninitialised memory as embeddings (values like -6e31)."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(SENTENCES) + "\n")
+    argv = {
+        "encode": ["encode", str(tiny_model_dir), str(corpus), "--out", str(tmp_path / "e.npy")],
+        "evaluate": ["evaluate", str(tiny_model_dir), "--tasks", "stsb-dev"],
+        "index": ["index", str(tiny_model_dir), str(corpus), "--out", str(tmp_path / "idx")],
+        "serve": ["serve", str(tiny_model_dir)],
+    }[command]
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, "--batch-size", value])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1].startswith(f"sentcl {command}: error: argument --batch-size: ")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt"]

@@ -126,3 +126,21 @@ def test_inference_dtypes_keep_fp32_outputs_close_to_fp32(tiny_model_dir):
     assert auto.inference_autocast is expected
     with pytest.raises(ValueError, match="not one of auto, fp32, bf16, int8"):
         SentenceEncoder.load(str(tiny_model_dir)).with_dtype("fp8")
+
+
+@pytest.mark.parametrize("batch_size", [0, -1])
+def test_a_batch_size_below_one_is_refused_not_left_as_uninitialised_rows(tiny_model_dir, batch_size):
+    with pytest.raises(ValueError, match=f"batch_size must be a positive integer, got {batch_size}"):
+        SentenceEncoder.load(str(tiny_model_dir)).encode(["a dog", "a cat"], batch_size=batch_size)
+
+
+def test_nan_embeddings_are_refused_naming_the_first_sentence(tiny_model_dir):
+    from sentcl.embedder import EmbeddingError
+
+    encoder = SentenceEncoder.load(str(tiny_model_dir))
+    with torch.no_grad():  # broken after loading (loading refuses NaN weights: test_broken_models)
+        encoder.backbone.embeddings.word_embeddings.weight[:] = float("nan")
+    with pytest.raises(
+        EmbeddingError, match=r"NaN or infinite embedding values for 2 of 2 sentences .*'a dog'"
+    ):
+        encoder.encode(["a dog", "a cat"])

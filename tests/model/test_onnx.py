@@ -81,3 +81,64 @@ def test_cli_exports_and_the_export_encodes_like_the_model(tmp_path, tiny_model_
     )
     assert "ONNX export in fp32" in capsys.readouterr().err
     assert json.loads((tmp_path / "onnx" / "sentcl_onnx.json").read_text())["pooler"] == "avg"
+
+
+def _export(tmp_path, tiny_model_dir, name="onnx"):
+    return export_onnx(SentenceEncoder.load(str(tiny_model_dir), pooler="avg"), tmp_path / name)
+
+
+@pytest.mark.parametrize(
+    ("fault", "message"),
+    [
+        (
+            "wrong dimension",
+            r"the graph gives vectors of shape \[32\], but sentcl_onnx.json says 16 dimensions",
+        ),
+        ("no tokenizer", r"no tokenizer files beside model.onnx"),
+        ("corrupt graph", r"the ONNX export cannot be loaded \(.*INVALID_PROTOBUF"),
+        ("corrupt meta", r"sentcl_onnx.json:1: invalid JSON"),
+        ("meta without dimension", r"sentcl_onnx.json: dimension is None, not a valid int"),
+    ],
+)
+def test_a_broken_onnx_folder_is_refused_by_name_in_every_command(
+    fault, message, tmp_path, tiny_model_dir, capsys, monkeypatch
+):
+    import sentcl.serving.server as server
+
+    folder = _export(tmp_path, tiny_model_dir)
+    meta = json.loads((folder / "sentcl_onnx.json").read_text())
+    if fault == "wrong dimension":
+        (folder / "sentcl_onnx.json").write_text(json.dumps(meta | {"dimension": 16}))
+    elif fault == "no tokenizer":
+        for name in ("tokenizer.json", "vocab.txt"):
+            (folder / name).unlink(missing_ok=True)
+    elif fault == "corrupt graph":
+        (folder / ONNX_FILE).write_bytes((folder / ONNX_FILE).read_bytes()[:500])
+    elif fault == "corrupt meta":
+        (folder / "sentcl_onnx.json").write_text("{")
+    else:
+        (folder / "sentcl_onnx.json").write_text(
+            json.dumps({k: v for k, v in meta.items() if k != "dimension"})
+        )
+    with pytest.raises(ModelLoadError, match=message):
+        OnnxEncoder.load(folder)
+    monkeypatch.setattr(server, "serve", lambda *a, **k: pytest.fail("a broken export was served"))
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(TEXTS) + "\n")
+    for argv in (
+        ["serve", str(folder)],
+        ["encode", str(folder), str(corpus), "--out", str(tmp_path / "e.npy")],
+    ):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and err.strip().splitlines()[-1].startswith(f"sentcl {argv[0]}: error:")
+    assert not (tmp_path / "e.npy").exists()
+
+
+def test_an_export_that_gives_nan_is_refused(tmp_path, tiny_model_dir):
+    encoder = SentenceEncoder.load(str(tiny_model_dir), pooler="avg")
+    with torch.no_grad():  # weights broken after loading (the load itself refuses NaN weights)
+        encoder.backbone.encoder.layer[0].output.dense.weight[0, 0] = float("nan")
+    folder = export_onnx(encoder, tmp_path / "onnx")
+    with pytest.raises(ModelLoadError, match="the graph gives NaN or infinite values"):
+        OnnxEncoder.load(folder)

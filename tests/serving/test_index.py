@@ -74,3 +74,16 @@ def test_encoder_similarity_and_an_index_of_any_embedder(tiny_model_dir):
 
 def test_the_model_knows_nothing_of_indexes():
     assert not hasattr(SentenceEncoder, "build_index") and not hasattr(SentenceEncoder, "search")
+
+
+def test_an_index_of_nan_vectors_is_refused():
+    from sentcl.embedder import EmbeddingError
+
+    class Broken:
+        def encode(self, sentences):
+            vectors = np.ones((len(sentences), 4), np.float32)
+            vectors[1, 2] = np.nan
+            return vectors
+
+    with pytest.raises(EmbeddingError, match=r"1 of 3 sentences \(the first is #1: 'b'\)"):
+        SentenceIndex.of_corpus(Broken(), ["a", "b", "c"])

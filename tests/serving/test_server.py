@@ -233,3 +233,27 @@ def test_openai_dimensions_truncate_to_a_unit_prefix(served):
     full = served.encoder.encode(SENTENCES[:2])[:, :8]
     assert got.shape == (2, 8)
     np.testing.assert_allclose(got, unit(full), atol=1e-5)
+
+
+def test_nan_vectors_are_never_served_as_null():
+    """An embedder that turns NaN on some input (weights broken at run time, an overflow): a 500 with one
+    message, never ``"embedding": [null, ...]`` in a 200."""
+    from fastapi.testclient import TestClient
+
+    from sentcl.serving.server import create_app
+
+    class Broken:
+        def encode(self, sentences):
+            vectors = np.ones((len(sentences), 4), np.float32)
+            vectors[:, 0] = [np.nan if "boom" in s else 1.0 for s in sentences]
+            return vectors
+
+    client = TestClient(create_app(Broken(), model_name="broken", dimension=4), raise_server_exceptions=False)
+    assert client.post("/v1/embeddings", json={"input": ["fine"]}).status_code == 200
+    for path, body in (
+        ("/v1/embeddings", {"input": ["fine", "boom"]}),
+        ("/similarity", {"a": "boom", "b": "x"}),
+    ):
+        response = client.post(path, json=body)
+        assert response.status_code == 500, response.text
+        assert "NaN or infinite" in response.json()["error"]["message"] and "data" not in response.json()

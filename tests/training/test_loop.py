@@ -347,14 +347,20 @@ def test_resume_before_the_first_checkpoint_starts_from_step_zero_and_stale_temp
     run = tmp_path / "run"
     run.mkdir()
     (run / "config.yaml").write_text("{}")  # a run killed before its first checkpoint
-    (run / ".checkpoint.tmp-abc").mkdir()
-    (run / ".checkpoint.tmp-abc" / "model.safetensors").write_bytes(b"x" * 100)
-    (run / ".summary.json.tmp-xyz").write_text("{")
+    (run / ".checkpoint.tmp-abc12_xy").mkdir()  # the names tempfile gives atomic_write's siblings
+    (run / ".checkpoint.tmp-abc12_xy" / "model.safetensors").write_bytes(b"x" * 100)
+    (run / ".summary.json.tmp-k3j9x0qz").write_text("{")
+    (run / ".notes.tmp-mine").write_text("the user's")  # alike, but not a sibling of what the run writes
+    (run / ".model.tmp-drafts").mkdir()  # alike, but not tempfile's 8 characters
     result = train(
         recipe(tiny_model_dir, wiki_file, run, stsb_data_dir, max_steps=2, eval_steps=0, resume=True)
     )
     assert result.steps == 2
-    assert sorted(p.name for p in run.iterdir() if p.name.startswith(".")) == []
+    assert sorted(p.name for p in run.iterdir() if p.name.startswith(".")) == [
+        ".model.tmp-drafts",
+        ".notes.tmp-mine",
+    ]
+    assert (run / ".notes.tmp-mine").read_text() == "the user's"
 
 
 def test_autocast_auto_says_which_precision_and_why(
@@ -379,3 +385,30 @@ def test_autocast_auto_says_which_precision_and_why(
     chosen, reason = choose_autocast("auto", detect("cpu"))
     line = next(r.getMessage() for r in caplog.records if "training.autocast auto" in r.getMessage())
     assert line == f"training.autocast auto: {'bf16' if chosen == 'bfloat16' else 'fp32'} ({reason})"
+
+
+@pytest.mark.parametrize("name", ["metrics.jsonl", "summary.json", "model"])
+def test_a_link_where_the_run_writes_is_refused_and_the_file_outside_is_untouched(
+    name, tmp_path, tiny_model_dir, wiki_file, stsb_data_dir, capsys
+):
+    """``--overwrite`` into a folder where metrics.jsonl (or another entry the run writes) is a symbolic link:
+    writing through it would overwrite a file outside the run folder."""
+    run, outside = tmp_path / "run", tmp_path / "precious.txt"
+    run.mkdir()
+    outside.write_text("keep me")
+    (run / name).symlink_to(outside)
+    config = recipe(tiny_model_dir, wiki_file, run, stsb_data_dir, max_steps=2, overwrite_output_dir=True)
+    with pytest.raises(ConfigError, match=rf"{name} is a symbolic link"):
+        train(config)
+    assert outside.read_text() == "keep me" and sorted(p.name for p in run.iterdir()) == [name]
+
+
+def test_metrics_log_never_writes_through_a_link(tmp_path):
+    from sentcl.training.metrics_log import MetricsLog
+
+    outside = tmp_path / "precious.txt"
+    outside.write_text("keep me")
+    (tmp_path / "metrics.jsonl").symlink_to(outside)
+    with pytest.raises(ConfigError, match="a symbolic link"):
+        MetricsLog(tmp_path / "metrics.jsonl")
+    assert outside.read_text() == "keep me"

@@ -14,10 +14,10 @@ import numpy as np
 
 from sentcl import __version__, finite_json
 from sentcl.analysis.report import analyse, markdown_table, read_trajectory, write_report
-from sentcl.atomic_write import atomic_file
+from sentcl.atomic_write import atomic_file, atomic_folder, check_file_target, check_replaceable
 from sentcl.config import ConfigError
 from sentcl.data import DataError, read_sentences
-from sentcl.embedder import CachedEmbedder, unit_rows
+from sentcl.embedder import CachedEmbedder, EmbeddingError, unit_rows
 from sentcl.evaluation import DataDirError, STSDataError, TaskSpecError, resolve_data_dir
 from sentcl.evaluation.senteval_protocols import PROTOCOLS
 from sentcl.evaluation.suite import EvaluationSuite
@@ -49,7 +49,19 @@ USER_ERRORS = (
     DataDirError,
     TrainingError,
     CheckpointError,
+    EmbeddingError,
 )
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number ≥ 1 (a batch size of 0 or -1 is refused with one line)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is less than 1")
+    return value
 
 
 def _add_dtype_arguments(p: argparse.ArgumentParser, default: str, dim: bool = True) -> None:
@@ -65,7 +77,9 @@ def _add_dtype_arguments(p: argparse.ArgumentParser, default: str, dim: bool = T
     p.add_argument("--int8", action="store_true", help="the same as --dtype int8")
     if dim:
         p.add_argument(
-            "--dim", type=int, help="keep the first N dimensions of every vector (a Matryoshka-trained model)"
+            "--dim",
+            type=positive_int,
+            help="keep the first N dimensions of every vector (a Matryoshka-trained model)",
         )
 
 
@@ -113,13 +127,14 @@ def build_parser() -> argparse.ArgumentParser:
         "senteval-sklearn: SentEval's scikit-learn path",
     )
     p.add_argument("--data-dir", help="evaluation data (default: $SENTCL_DATA, else the download cache)")
-    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--batch-size", type=positive_int, default=128)
     p.add_argument("--json", help="also write all scores to this JSON file")
     p.add_argument(
         "--postprocess", help="whitening | flow | abtt (fitted now), or a saved post-processor folder"
     )
     _add_fit_arguments(p)
     p.add_argument("--save-postprocess", help="save the fitted post-processor in this folder")
+    _add_overwrite_argument(p, "--save-postprocess")
     _add_dtype_arguments(p, default="fp32")
 
     p = commands.add_parser(
@@ -130,7 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output .npy file [N, D]")
     p.add_argument("--pooler", choices=list(POOLERS))
     p.add_argument("--normalize", action="store_true", help="L2-normalise the rows")
-    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--batch-size", type=positive_int, default=128)
     _add_dtype_arguments(p, default="auto")
 
     p = commands.add_parser(
@@ -140,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--onnx", required=True, metavar="FOLDER", help="output folder (model.onnx + tokenizer)")
     p.add_argument("--int8", action="store_true", help="quantise to int8 (ONNX Runtime dynamic, per channel)")
     p.add_argument("--pooler", choices=list(POOLERS))
+    _add_overwrite_argument(p, "--onnx")
 
     p = commands.add_parser("card", help="add sentcl evaluate --json results to a trained model's card")
     p.add_argument("model", help="a model folder saved by sentcl train (it has README.md)")
@@ -154,14 +170,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("corpus")
     p.add_argument("--out", required=True, help="index folder")
     p.add_argument("--kind", default="auto", choices=["auto", "flat", "ivf"])
+    _add_overwrite_argument(p, "--out")
     p.add_argument("--pooler", choices=list(POOLERS))
-    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--batch-size", type=positive_int, default=128)
     _add_dtype_arguments(p, default="auto", dim=False)
 
     p = commands.add_parser("search", parents=[pickles], help="nearest corpus sentences of a query")
     p.add_argument("index", help="folder written by sentcl index")
     p.add_argument("query", nargs="+")
-    p.add_argument("-k", "--top-k", type=int, default=5)
+    p.add_argument("-k", "--top-k", type=positive_int, default=5)
     p.add_argument("--threshold", type=float, help="only hits with cosine ≥ this")
     p.add_argument("--model", help="default: the model recorded in the index")
 
@@ -173,12 +190,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pooler", choices=list(POOLERS))
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--max-inputs", type=int, default=256, help="texts per request")
-    p.add_argument("--max-chars", type=int, default=8192, help="characters per text")
+    p.add_argument("--max-inputs", type=positive_int, default=256, help="texts per request")
+    p.add_argument("--max-chars", type=positive_int, default=8192, help="characters per text")
     p.add_argument(
-        "--max-tokens", type=int, default=8192, help="tokens the model reads per request (all its texts)"
+        "--max-tokens",
+        type=positive_int,
+        default=8192,
+        help="tokens the model reads per request (all its texts)",
     )
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--batch-size", type=positive_int, default=64)
     _add_dtype_arguments(p, default="auto", dim=False)
 
     p = commands.add_parser(
@@ -193,6 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", help="evaluation data (default: $SENTCL_DATA, else the download cache)")
     p.add_argument("--split", default="dev", help="STS-B split used as the probe")
     p.add_argument("--out", default="runs/analysis", help="report folder")
+    _add_overwrite_argument(p, "--out")
 
     p = commands.add_parser(
         "reproduce",
@@ -203,9 +224,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_overwrite_argument(p: argparse.ArgumentParser, option: str) -> None:
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help=f"replace the {option} folder even if it holds files sentcl did not write (without it only an "
+        "empty folder, or one this command wrote, is replaced)",
+    )
+
+
 def _add_fit_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fit-on", default="nli", help="post-processor corpus: nli | task | a .txt/.csv file")
-    p.add_argument("--fit-max", type=int, default=10_000, help="at most this many fitting sentences")
+    p.add_argument("--fit-max", type=positive_int, default=10_000, help="at most this many fitting sentences")
 
 
 def _fit(name: str, embedder, sentences: list[str]):
@@ -249,6 +279,15 @@ def run_pretrain(args: argparse.Namespace) -> int:
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
+    if args.save_postprocess:  # refused before anything is encoded, fitted or written
+        if args.postprocess not in POSTPROCESSORS:
+            known = ", ".join(POSTPROCESSORS)
+            raise ConfigError(
+                f"--save-postprocess saves a post-processor fitted now: pass --postprocess {known}"
+            )
+        check_replaceable(args.save_postprocess, "postprocessor", args.overwrite, "--save-postprocess")
+    if args.json:
+        check_file_target(args.json, "--json")
     data_dir = resolve_data_dir(args.data_dir)
     suite = EvaluationSuite(data_dir, args.tasks, args.aggregation, args.transfer_protocol)
     dtype = "int8" if args.int8 else args.dtype
@@ -263,7 +302,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
         elif args.postprocess in POSTPROCESSORS:
             processor = _fit(args.postprocess, embedder, fit_corpus(args.fit_on, data_dir, args.fit_max))
             if args.save_postprocess:
-                processor.save(args.save_postprocess, fitted_on=f"{args.model}: {args.fit_on}")
+                processor.save(
+                    args.save_postprocess, fitted_on=f"{args.model}: {args.fit_on}", overwrite=args.overwrite
+                )
         else:
             known = ", ".join(POSTPROCESSORS)
             raise ConfigError(
@@ -287,6 +328,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 
 def run_encode(args: argparse.Namespace) -> int:
+    check_file_target(args.out, "--out")
     sentences = [row[0] for row in read_sentences(args.input).rows]
     encoder = _inference_encoder(args, "int8" if args.int8 else args.dtype)
     vectors = _truncated(encoder.encode, args.dim, encoder)(
@@ -325,11 +367,14 @@ def _truncated(encode, dim: int | None, encoder):
 
 
 def run_export(args: argparse.Namespace) -> int:
+    check_replaceable(args.onnx, "onnx", args.overwrite, "--onnx")
     encoder = SentenceEncoder.load(args.model, pooler=args.pooler, allow_pickle=args.allow_pickle)
-    folder = export_onnx(encoder, args.onnx, int8=args.int8)
+    folder = export_onnx(encoder, args.onnx, int8=args.int8, overwrite=args.overwrite)
     exported = OnnxEncoder.load(folder)
     check = ["A man is playing a guitar.", "The weather is cold today."]
     gap = float(np.abs(exported.encode(check) - encoder.encode(check)).max())
+    if not np.isfinite(gap):  # both sides refuse non-finite vectors: a gap that is not a number is a bug
+        raise EmbeddingError(f"{folder}: the export and the model disagree by {gap}")
     precision = "int8" if args.int8 else "fp32"
     print(f"{folder}: {precision} ONNX of {args.model} (pooler {encoder.pooler}, {encoder.dimension} dims)")
     print(f"largest difference to the PyTorch model on two sentences: {gap:.2e}")
@@ -356,6 +401,7 @@ def run_card(args: argparse.Namespace) -> int:
 
 
 def run_index(args: argparse.Namespace) -> int:
+    check_replaceable(args.out, "index", args.overwrite, "--out")
     sentences = [row[0] for row in read_sentences(args.corpus).rows]
     encoder = _inference_encoder(args, "int8" if args.int8 else args.dtype)
     index = SentenceIndex.of_corpus(
@@ -364,7 +410,7 @@ def run_index(args: argparse.Namespace) -> int:
         kind=args.kind,
         model=encoder.source,
     )
-    index.save(args.out)
+    index.save(args.out, overwrite=args.overwrite)
     print(f"{args.out}: {len(index)} sentences, {index.kind} index, model {index.model}")
     return 0
 
@@ -387,9 +433,6 @@ def run_search(args: argparse.Namespace) -> int:
 def run_serve(args: argparse.Namespace) -> int:
     from sentcl.serving.server import ServerLimits, create_app, serve, token_counter
 
-    for flag in ("max_inputs", "max_chars", "max_tokens", "batch_size"):
-        if getattr(args, flag) < 1:
-            raise ConfigError(f"--{flag.replace('_', '-')} must be at least 1")
     index = SentenceIndex.load(args.index) if args.index else None
     encoder = _inference_encoder(args, "int8" if args.int8 else args.dtype)
     if index is not None and index.model and index.model != encoder.source:
@@ -424,8 +467,9 @@ class _BatchedEncoder:
 
 
 def run_analyze(args: argparse.Namespace) -> int:
+    check_replaceable(args.out, "analysis", args.overwrite, "--out")
     data_dir = resolve_data_dir(args.data_dir)
-    analyses = []
+    analyses, processors = [], []
     fit_sentences = fit_corpus(args.fit_on, data_dir, args.fit_max) if args.postprocess else []
     for name in args.models:
         # one cache per model: the probe and the fitting corpus are encoded once for every variant
@@ -438,16 +482,19 @@ def run_analyze(args: argparse.Namespace) -> int:
         analyses.append(analysis)
         for pp in args.postprocess:
             processor = _fit(pp, encoder, fit_sentences)
-            processor.save(
-                Path(args.out) / "postprocess" / f"{label}-{pp}", fitted_on=f"{name}: {args.fit_on}"
-            )
+            processors.append((f"{label}-{pp}", processor, f"{name}: {args.fit_on}"))
             analyses.append(
                 analyse(f"{label} + {pp}", PostProcessedEmbedder(encoder, processor), data_dir, args.split)
             )
     fitted = f"\nPost-processors fitted on `{args.fit_on}` (at most {args.fit_max} sentences).\n"
-    report = write_report(analyses, args.out, args.split, notes=fitted if args.postprocess else "")
+    with atomic_folder(
+        args.out, "analysis", args.overwrite, "--out"
+    ) as tmp:  # the report whole, or not at all
+        for folder, processor, fitted_on in processors:
+            processor.save(tmp / "postprocess" / folder, fitted_on=fitted_on)
+        report = write_report(analyses, tmp, args.split, notes=fitted if args.postprocess else "")
     print(markdown_table(analyses))
-    print(f"report: {report}")
+    print(f"report: {Path(args.out) / report.name}")
     return 0
 
 

@@ -91,6 +91,8 @@ def tokenize_texts(
 def sorted_batches(tokenizer, sentences: list[str], max_length: int, batch_size: int, show_progress=None):
     """Tokenise ``sentences`` once and yield ``(rows, Batch [n, 1, L])`` from the longest to the shortest
     sentence, so each batch holds sentences of similar length (little padding): how models encode."""
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
     tokens = tokenize_texts(tokenizer, sentences, max_length, desc="tokenising")
     order = np.argsort(-tokens.lengths(), kind="stable")
     pad = int(tokenizer.pad_token_id or 0)

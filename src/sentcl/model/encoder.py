@@ -26,12 +26,14 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
 from sentcl.atomic_write import atomic_folder
 from sentcl.config import ConfigError
 from sentcl.data.collate import sorted_batches
+from sentcl.embedder import require_finite
 from sentcl.hardware import choose_autocast, detect
 from sentcl.model.backbone import ModelLoadError, load_backbone, resolve_model_path
 from sentcl.model.dropout import use_fast_dropout
@@ -137,8 +139,11 @@ class SentenceEncoder(nn.Module):
         never run, and pickled weights (pytorch_model.bin) are refused unless ``allow_pickle``."""
         resolved = resolve_model_path(name_or_path)
         folder = Path(resolved)
-        meta = _read_json(folder / SENTCL_META) if folder.is_dir() else None
-        saved_pooler = meta["pooler"] if meta else _sentence_transformers_pooler(folder)
+        try:
+            meta = _read_json(folder / SENTCL_META) if folder.is_dir() else None
+            saved_pooler = meta["pooler"] if meta else _sentence_transformers_pooler(folder)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ModelLoadError(f"{name_or_path}: {_one_line(exc)}") from None
         chosen = pooler or saved_pooler or "avg"
         if pooler is None and saved_pooler is None:
             logger.info("%s: no pooler recorded with the model, using %r", name_or_path, chosen)
@@ -154,8 +159,18 @@ class SentenceEncoder(nn.Module):
                     f"use 'cls_before_pooler' for the raw [CLS] vector"
                 )
             head = MLPHead(backbone.config.hidden_size, train_only=bool(meta and meta.get("mlp_only_train")))
-            head.load_state_dict(load_file(str(head_file)))
-        max_length = (meta or {}).get("max_seq_length") or _saved_max_length(resolved)
+            try:
+                head.load_state_dict(load_file(str(head_file)))
+            except (SafetensorError, RuntimeError, OSError) as exc:
+                raise ModelLoadError(f"{head_file}: the MLP head cannot be read ({_one_line(exc)})") from None
+            if not all(torch.isfinite(value).all() for value in head.state_dict().values()):
+                raise ModelLoadError(f"{head_file}: the MLP head holds NaN or infinite values")
+        try:
+            max_length = (meta or {}).get("max_seq_length") or _saved_max_length(resolved)
+        except (ValueError, TypeError) as exc:
+            raise ModelLoadError(f"{name_or_path}: {_one_line(exc)}") from None
+        if max_length is not None and (not isinstance(max_length, int) or max_length < 2):
+            raise ModelLoadError(f"{name_or_path}: max_seq_length {max_length!r} is not a length")
         encoder = cls(backbone, tokenizer, chosen, head, max_length=max_length)
         encoder.source = str(Path(name_or_path).resolve()) if Path(name_or_path).exists() else name_or_path
         return encoder.eval()
@@ -315,7 +330,7 @@ class SentenceEncoder(nn.Module):
                     out[idx] = vectors.cpu().numpy()
         finally:
             self.train(was_training)
-        return out
+        return require_finite(out, sentences, self.source)
 
     def similarity(self, a: str | Sequence[str], b: str | Sequence[str], batch_size: int = 128) -> np.ndarray:
         """Cosine similarity of every text of ``a`` with every text of ``b`` → [len(a), len(b)]."""
@@ -326,11 +341,12 @@ class SentenceEncoder(nn.Module):
         return x @ y.T
 
     # ----------------------------------------------------------------------------------- saving
-    def save(self, path: str | Path) -> Path:
-        """Write the model folder atomically (a crash leaves the previous folder intact)."""
+    def save(self, path: str | Path, overwrite: bool = False) -> Path:
+        """Write the model folder atomically (a crash leaves the previous folder intact); a folder sentcl did
+        not write is replaced only with ``overwrite`` (sentcl/atomic_write.py)."""
         path = Path(path)
         reason = unsupported_reason(self.pooler)
-        with atomic_folder(path) as tmp:
+        with atomic_folder(path, "model", overwrite) as tmp:
             self.backbone.save_pretrained(str(tmp))
             self.tokenizer.save_pretrained(str(tmp))
             if self.head is not None:
@@ -357,9 +373,21 @@ def _read_json(path: Path) -> dict | None:
     if not path.is_file():
         return None
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        value = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not UTF-8 text") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{path}: expected a JSON object, found {type(value).__name__}")
+    return value
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    if isinstance(exc, KeyError):
+        return f"missing key {text}"
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _sentence_transformers_pooler(folder: Path) -> str | None:

@@ -28,8 +28,8 @@ from transformers import AutoTokenizer
 
 from sentcl.atomic_write import atomic_folder
 from sentcl.data.collate import sorted_batches
-from sentcl.embedder import unit_rows
-from sentcl.model.backbone import ModelLoadError
+from sentcl.embedder import require_finite, unit_rows
+from sentcl.model.backbone import TOKENIZER_FILES, ModelLoadError
 
 logger = logging.getLogger(__name__)
 
@@ -47,15 +47,16 @@ class _EmbeddingPath(torch.nn.Module):
         return self.encoder.encode_tokens(input_ids, attention_mask)
 
 
-def export_onnx(encoder, folder: str | Path, int8: bool = False) -> Path:
-    """Write ``encoder``'s embedding path to ``folder`` (atomically: a failed export leaves nothing)."""
+def export_onnx(encoder, folder: str | Path, int8: bool = False, overwrite: bool = False) -> Path:
+    """Write ``encoder``'s embedding path to ``folder`` (atomically: a failed export leaves nothing; a folder
+    sentcl did not write is replaced only with ``overwrite``)."""
     import onnx  # noqa: F401 - the exporter needs it; fail here with a clear error if it is missing
 
     folder = Path(folder)
     was_training, device = encoder.training, encoder.device
     encoder.eval().to("cpu")
     try:
-        with atomic_folder(folder) as tmp, torch.no_grad():
+        with atomic_folder(folder, "onnx", overwrite) as tmp, torch.no_grad():
             example = (torch.ones(2, 8, dtype=torch.long), torch.ones(2, 8, dtype=torch.long))
             rows, length = torch.export.Dim("rows"), torch.export.Dim("length", max=encoder.max_length)
             shapes = {"input_ids": {0: rows, 1: length}, "attention_mask": {0: rows, 1: length}}
@@ -116,6 +117,13 @@ class OnnxEncoder:
             meta = json.loads(meta_file.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
             raise ModelLoadError(f"{meta_file}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+        except UnicodeDecodeError:
+            raise ModelLoadError(f"{meta_file}: not UTF-8 text") from None
+        _check_meta(meta, meta_file)
+        if not any((folder / name).is_file() for name in TOKENIZER_FILES):
+            raise ModelLoadError(
+                f"{folder}: no tokenizer files beside {ONNX_FILE} ({', '.join(TOKENIZER_FILES)})"
+            )
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or torch.get_num_threads()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -123,10 +131,42 @@ class OnnxEncoder:
             session = ort.InferenceSession(
                 str(folder / ONNX_FILE), options, providers=["CPUExecutionProvider"]
             )
-        except Exception as exc:  # onnxruntime raises its own exception types
-            raise ModelLoadError(f"{folder / ONNX_FILE}: ONNX Runtime cannot load it ({exc})") from None
-        tokenizer = AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
-        return cls(session, tokenizer, meta, str(folder.resolve()))
+            tokenizer = AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
+        except Exception as exc:  # onnxruntime and the tokenizer classes raise their own exception types
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ModelLoadError(f"{folder}: the ONNX export cannot be loaded ({reason})") from None
+        encoder = cls(session, tokenizer, meta, str(folder.resolve()))
+        encoder.check()
+        return encoder
+
+    def check(self) -> None:
+        """One short sentence through the graph: the graph's inputs and outputs are the ones sentcl exports,
+        its vectors have the dimension the folder records, and they are finite (ModelLoadError otherwise)."""
+        names = (
+            sorted(i.name for i in self.session.get_inputs()),
+            [o.name for o in self.session.get_outputs()],
+        )
+        if names != (["attention_mask", "input_ids"], ["embeddings"]):
+            raise ModelLoadError(f"{self.source}: not a graph sentcl exported (inputs and outputs {names})")
+        try:
+            batch = next(sorted_batches(self.tokenizer, ["a probe sentence."], self.max_length, 1))[1]
+            feeds = {
+                "input_ids": batch.input_ids[:, 0].numpy(),
+                "attention_mask": batch.attention_mask[:, 0].numpy(),
+            }
+            vectors = self.session.run(["embeddings"], feeds)[0]
+        except Exception as exc:  # onnxruntime's own types
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ModelLoadError(f"{self.source}: the ONNX graph does not run ({reason})") from None
+        if vectors.ndim != 2 or vectors.shape[1] != self.dimension:
+            raise ModelLoadError(
+                f"{self.source}: the graph gives vectors of shape {list(vectors.shape[1:])}, but {ONNX_META} "
+                f"says {self.dimension} dimensions"
+            )
+        if not np.isfinite(vectors).all():
+            raise ModelLoadError(
+                f"{self.source}: the graph gives NaN or infinite values; the export is broken"
+            )
 
     @classmethod
     def from_encoder(cls, encoder, int8: bool = True) -> OnnxEncoder:
@@ -159,12 +199,21 @@ class OnnxEncoder:
             if normalize:
                 vectors = unit_rows(vectors)
             out[idx] = vectors
-        return out
+        return require_finite(out, sentences, self.source)
 
     def similarity(self, a, b, batch_size: int = 128) -> np.ndarray:
         a = [a] if isinstance(a, str) else list(a)
         b = [b] if isinstance(b, str) else list(b)
         return self.encode(a, batch_size, normalize=True) @ self.encode(b, batch_size, normalize=True).T
+
+
+def _check_meta(meta, path: Path) -> None:
+    if not isinstance(meta, dict):
+        raise ModelLoadError(f"{path}: expected a JSON object")
+    for key, kind in (("pooler", str), ("dimension", int), ("max_seq_length", int), ("precision", str)):
+        value = meta.get(key)
+        if not isinstance(value, kind) or isinstance(value, bool) or (kind is int and value < 1):
+            raise ModelLoadError(f"{path}: {key} is {value!r}, not a valid {kind.__name__}")
 
 
 def load_encoder(name_or_path: str, pooler: str | None = None, allow_pickle: bool = False):

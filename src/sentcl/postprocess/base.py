@@ -43,8 +43,10 @@ class PostProcessor:
     def set_arrays(self, arrays: dict[str, np.ndarray]) -> None:
         raise NotImplementedError
 
-    def save(self, folder: str | Path, fitted_on: str = "") -> Path:
-        with atomic_folder(folder) as tmp:
+    def save(self, folder: str | Path, fitted_on: str = "", overwrite: bool = False) -> Path:
+        """Write the fitted post-processor atomically; a folder sentcl did not write is replaced only with
+        ``overwrite`` (sentcl/atomic_write.py)."""
+        with atomic_folder(folder, "postprocessor", overwrite) as tmp:
             save_file({k: np.ascontiguousarray(v) for k, v in self.arrays().items()}, str(tmp / WEIGHTS_FILE))
             config = {"name": self.name, "options": self.options(), "fitted_on": fitted_on}
             (tmp / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")

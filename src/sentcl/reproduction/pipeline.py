@@ -24,7 +24,7 @@ import numpy as np
 
 from sentcl.analysis.report import ModelAnalysis, analyse, read_trajectory
 from sentcl.atomic_write import atomic_file
-from sentcl.config import apply_overrides, load_yaml
+from sentcl.config import ConfigError, apply_overrides, load_yaml
 from sentcl.embedder import CachedEmbedder, Embedder
 from sentcl.evaluation.sts import STSEvaluator, correlate, cosine_scores
 from sentcl.evaluation.sts_data import load_task
@@ -97,6 +97,11 @@ class Stage:
             self.outcomes.append(StageOutcome(self.name, "cached", float(self.record.get("seconds", 0.0))))
             return self
         if not self.resume and self.folder.exists():
+            if any(self.folder.iterdir()) and not (self.folder / STAGE_FILE).is_file():
+                raise ConfigError(  # a folder the plan did not make: never wiped
+                    f"{self.folder}: not empty and not a stage of a sentcl plan (no {STAGE_FILE}); move it "
+                    f"or choose another output_dir"
+                )
             shutil.rmtree(self.folder)
         write_stage(self.folder, {"key": self.key, "name": self.name, "done": False})
         self.started = time.perf_counter()
@@ -429,7 +434,9 @@ def measure_rows(
                     if fit_sentences is None:
                         fit_sentences = fit_corpus(plan.fit_on, data_dir, plan.fit_max)
                     processor = fit_postprocessor(POSTPROCESSORS[row.postprocess](), embedder, fit_sentences)
-                    processor.save(row.folder / "postprocessor", fitted_on=f"{row.model}: {plan.fit_on}")
+                    processor.save(
+                        row.folder / "postprocessor", fitted_on=f"{row.model}: {plan.fit_on}", overwrite=True
+                    )
                     embedder = PostProcessedEmbedder(embedder, processor)
                 save_result(measure(row, embedder, data_dir), row.folder)
         results.append(load_result(row, row.folder))

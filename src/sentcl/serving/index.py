@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sentcl.atomic_write import atomic_folder
-from sentcl.embedder import Embedder
+from sentcl.embedder import Embedder, require_finite
 
 if TYPE_CHECKING:
     import faiss
@@ -86,7 +86,8 @@ class SentenceIndex:
         """Embed ``corpus`` with any :class:`Embedder` and index it; ``model`` is recorded with the index
         (what ``sentcl search`` reloads)."""
         corpus = list(corpus)
-        return cls.build(np.asarray(embedder.encode(corpus)), corpus, kind, model=model)
+        vectors = require_finite(np.asarray(embedder.encode(corpus), dtype=np.float32), corpus, model)
+        return cls.build(vectors, corpus, kind, model=model)
 
     def query(
         self, embedder: Embedder, queries: str | Sequence[str], top_k: int = 5, threshold: float | None = None
@@ -115,8 +116,10 @@ class SentenceIndex:
             results.append([h for h in hits if threshold is None or h.score >= threshold])
         return results
 
-    def save(self, folder: str | Path) -> Path:
-        with atomic_folder(folder) as tmp:
+    def save(self, folder: str | Path, overwrite: bool = False) -> Path:
+        """Write the index folder atomically; a folder sentcl did not write is replaced only with
+        ``overwrite`` (sentcl/atomic_write.py)."""
+        with atomic_folder(folder, "index", overwrite) as tmp:
             _faiss().write_index(self.index, str(tmp / "index.faiss"))
             with (tmp / "texts.jsonl").open("w", encoding="utf-8") as handle:
                 handle.writelines(json.dumps(text) + "\n" for text in self.texts)

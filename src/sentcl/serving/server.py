@@ -35,7 +35,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from sentcl.embedder import Embedder, unit_rows
+from sentcl.embedder import Embedder, EmbeddingError, require_finite, unit_rows
 from sentcl.serving.index import SentenceIndex
 
 logger = logging.getLogger(__name__)
@@ -105,8 +105,13 @@ def create_app(
 
     def embed(texts: list[str], dimensions: int | None = None) -> np.ndarray:
         """Unit vectors of ``texts``; with ``dimensions``, of their first ``dimensions`` coordinates."""
-        with lock:
-            vectors = np.asarray(embedder.encode(texts), dtype=np.float32)
+        try:  # a vector of NaN is never served as [null, ...]
+            with lock:
+                vectors = np.asarray(embedder.encode(texts), dtype=np.float32)
+            require_finite(vectors, texts, model_name)
+        except EmbeddingError as exc:
+            logger.error("%s", exc)
+            raise APIError(500, "the model gave NaN or infinite values for this input") from None
         return unit_rows(vectors[:, :dimensions])
 
     def check_tokens(texts: list[str], param: str) -> int:

@@ -148,7 +148,7 @@ def save_checkpoint(
     """``model`` holds every trained tensor (encoder and objective); ``epoch_order_state`` is the data
     generator's state at the start of the current epoch. Non-finite weights are never saved."""
     require_finite_weights(model, state.step)
-    with atomic_folder(folder) as tmp:
+    with atomic_folder(folder, "checkpoint", overwrite=True) as tmp:  # the run folder is checked
         save_model(model, str(tmp / "model.safetensors"))
         for name, (tensors, extra) in (
             ("optimizer", optimizer_states(optimizer, scheduler)),

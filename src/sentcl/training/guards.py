@@ -7,10 +7,14 @@ nothing NaN becomes "the best": the run stops with one line, and what was saved 
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 
 import torch
 from torch import nn
+
+from sentcl.embedder import EmbeddingError
 
 
 class TrainingError(RuntimeError):
@@ -35,3 +39,16 @@ def require_finite_metric(name: str, value: float, step: int) -> None:
             f"step {step}: the evaluation gave {name} = {value} (a model that encodes to NaN or to one "
             f"constant vector); nothing is saved, {UNTOUCHED}"
         )
+
+
+@contextlib.contextmanager
+def finite_evaluation(step: int) -> Iterator[None]:
+    """An evaluation whose model encodes to NaN or infinity (encode refuses such vectors) stops the run
+    with the same one line as a NaN metric."""
+    try:
+        yield
+    except EmbeddingError:
+        raise TrainingError(
+            f"step {step}: the model encodes to NaN or infinite values (the updates diverged: lower "
+            f"training.learning_rate); nothing is saved, {UNTOUCHED}"
+        ) from None

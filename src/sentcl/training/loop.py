@@ -31,7 +31,7 @@ from transformers import set_seed
 
 from sentcl import finite_json
 from sentcl.analysis.alignment_uniformity import geometry_snapshot, stsb_probe
-from sentcl.atomic_write import atomic_file, recover_folder
+from sentcl.atomic_write import atomic_file, recover_folder, stale_temporaries
 from sentcl.config import ConfigError, expand_path
 from sentcl.data import build_dataset, read_records
 from sentcl.data.collate import group_by_length, rank_slice
@@ -45,7 +45,13 @@ from sentcl.training import distributed
 from sentcl.training.checkpoint import LoopState, load_checkpoint, save_checkpoint
 from sentcl.training.child_tuning import ChildTuning
 from sentcl.training.gradcache import chunkable, forward_backward
-from sentcl.training.guards import UNTOUCHED, TrainingError, require_finite_metric, require_finite_weights
+from sentcl.training.guards import (
+    UNTOUCHED,
+    TrainingError,
+    finite_evaluation,
+    require_finite_metric,
+    require_finite_weights,
+)
 from sentcl.training.metrics_log import MetricsLog
 from sentcl.training.model_card import card_data, write_model_card
 from sentcl.training.optim import build_optimizer, build_scheduler
@@ -118,12 +124,24 @@ def check_output_dir(path: Path, overwrite: bool, resume: bool) -> bool:
     return True
 
 
+#: what a run writes at the top of its output folder (trackers write their own folders beside these)
+RUN_ENTRIES = ("config.yaml", "metrics.jsonl", "summary.json", "model", "checkpoint", "mlm_loss.png")
+
+
 def open_output_dir(path: Path, config: dict) -> None:
-    """Once the inputs are checked: the folder, without the temporary folders and files a killed run left
-    (``.checkpoint.tmp-*``, ``.model.tmp-*``), and the resolved recipe."""
+    """Once the inputs are checked: the folder, without the temporary siblings a killed run left of its own
+    entries (``.checkpoint.tmp-XXXXXXXX``, ``.model.tmp-…``, ``.metrics.jsonl.tmp-…``; a user's file that
+    merely starts with a dot is not one), and the resolved recipe. A symbolic link where the run writes is
+    refused: writing through it would change a file outside the run folder."""
     path.mkdir(parents=True, exist_ok=True)
-    for stale in path.glob(".*.tmp-*"):
-        if stale.is_dir():
+    links = [name for name in RUN_ENTRIES if (path / name).is_symlink()]
+    if links:
+        raise ConfigError(
+            f"training.output_dir: {path / links[0]} is a symbolic link; sentcl writes its own files in a "
+            f"run folder, never through a link (remove it or choose another folder)"
+        )
+    for stale in stale_temporaries(path, RUN_ENTRIES):
+        if stale.is_dir() and not stale.is_symlink():
             shutil.rmtree(stale, ignore_errors=True)
         else:
             stale.unlink(missing_ok=True)
@@ -368,6 +386,10 @@ def train(config: TrainConfig, also_measure: Callable[[CachedEmbedder], dict] | 
     child = None if loop.child_tuning.mode == "off" else ChildTuning(loop.child_tuning, encoder.backbone)
 
     def evaluate(step: int) -> dict:
+        with finite_evaluation(step):
+            return measure(step)
+
+    def measure(step: int) -> dict:
         embedder = CachedEmbedder(encoder)  # STS and geometry share one encoding of each sentence
         metrics = evaluator(embedder) if evaluator is not None else {}
         if held is not None:
@@ -386,7 +408,7 @@ def train(config: TrainConfig, also_measure: Callable[[CachedEmbedder], dict] | 
             return None
         if chooser.better(metrics, state.best_metrics):
             state.best_metrics, state.best_step = metrics, step
-            encoder.save(output_dir / "model")
+            encoder.save(output_dir / "model", overwrite=True)
             return f"best {chooser.key}={metrics[chooser.key]:.4g} @ {step}"
         return None
 
@@ -407,7 +429,7 @@ def train(config: TrainConfig, also_measure: Callable[[CachedEmbedder], dict] | 
     state = outcome.state
     if loop.eval_steps == 0 and context.is_main:
         require_finite_weights(steps.trained, state.step)
-        encoder.save(output_dir / "model")
+        encoder.save(output_dir / "model", overwrite=True)
     result = TrainResult(
         output_dir, state.step, chooser.key if chooser else None, state.initial_metrics,
         state.best_metrics, state.best_step, outcome.history,

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from sentcl.atomic_write import atomic_file
+from sentcl.config import ConfigError
 from sentcl.finite_json import dumps, finite
 
 
@@ -31,9 +33,9 @@ class MetricsLog:
                     self.records.append(record)
             with atomic_file(path) as handle:
                 handle.writelines(json.dumps(record) + "\n" for record in self.records)
-            self.handle = path.open("a", encoding="utf-8")
+            self.handle = _open_no_follow(path, os.O_APPEND)
         else:
-            self.handle = path.open("w", encoding="utf-8")
+            self.handle = _open_no_follow(path, os.O_TRUNC)
 
     def write(self, record: dict) -> None:
         record = finite(record)
@@ -49,3 +51,17 @@ class MetricsLog:
             self.handle.close()
         if self.trackers is not None:
             self.trackers.close()
+
+
+def _open_no_follow(path: Path, flag: int):
+    """Open for writing without following a symbolic link (a link put there would make the run write a file
+    outside its folder): ELOOP becomes one clear error."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | flag | getattr(os, "O_NOFOLLOW", 0), 0o666)
+    except OSError:
+        if path.is_symlink():
+            raise ConfigError(
+                f"{path}: a symbolic link; sentcl never writes its metrics through one"
+            ) from None
+        raise
+    return os.fdopen(fd, "a" if flag == os.O_APPEND else "w", encoding="utf-8")

@@ -43,7 +43,7 @@ from sentcl.model import ModelLoadError, SentenceEncoder, split_mlm_model, use_f
 from sentcl.model.backbone import resolve_model_path
 from sentcl.objectives.mlm import MaskedLM, MaskedLMConfig
 from sentcl.training import distributed
-from sentcl.training.guards import require_finite_metric, require_finite_weights
+from sentcl.training.guards import finite_evaluation, require_finite_metric, require_finite_weights
 from sentcl.training.loop import (
     Steps,
     autocast_context,
@@ -208,7 +208,7 @@ def build_mlm_model(config: PretrainModelConfig, seed: int):
 
 
 def save_mlm_model(model, tokenizer, folder: Path) -> Path:
-    with atomic_folder(folder) as tmp:
+    with atomic_folder(folder, "model", overwrite=True) as tmp:  # inside the run folder, checked
         model.save_pretrained(str(tmp))
         tokenizer.save_pretrained(str(tmp))
     return folder
@@ -303,7 +303,8 @@ def pretrain(config: PretrainConfig) -> PretrainResult:
         require_finite_metric("held-out mlm_loss", metrics["mlm_loss"], step)
         metrics["perplexity"] = math.exp(min(metrics["mlm_loss"], 50.0))
         if evaluator is not None:
-            metrics |= evaluator(CachedEmbedder(encoder))
+            with finite_evaluation(step):
+                metrics |= evaluator(CachedEmbedder(encoder))
         return {"eval": metrics}
 
     steps = Steps(

@@ -1,6 +1,7 @@
 """Fault campaign: random `kill -9` during training and checkpointing, and a server under hostile clients.
 
     python benchmarks/fault_campaign.py [--kills 20] [--clients 16] [--requests 25] [--json out.json]
+                                        [--parts training,serving,files]
 
 Part 1, training. A small random BERT (MiniLM's tokenizer, 2 layers of 64) trains unsupervised SimCSE
 on 2,000 wiki sentences for 80 steps, with a checkpoint every 10 steps and evaluation on 300 STS-B dev
@@ -15,6 +16,16 @@ Part 2, serving. `sentcl serve` of the same model; --clients threads send --requ
 every third one hostile (a chunked 8 MB body, a lone surrogate, malformed JSON, strings where numbers
 go, 10,000 inputs, an over-long text, a token-heavy request, a wrong method). Counts the answers by
 status: any 5xx or dropped connection is a failure. The server's RSS is sampled before and after.
+
+Part 3, files (issue 30, items 1-3): every command as a user runs it, each in its own process, against
+what a careless user or a broken download leaves. A folder holding a user's notes.txt named as the output
+of `index --out`, `export --onnx`, `evaluate --save-postprocess`, `analyze --out` (and a home-like folder as
+`--onnx`); a run folder whose metrics.jsonl is a symbolic link to a file outside; a user's `.notes.tmp-x`
+in a run folder; corrupt model folders (weights renamed, layers missing, no tokenizer, corrupt safetensors,
+config.json or sentcl.json, NaN weights, a layer the config lacks; an ONNX export with a wrong dimension,
+without a tokenizer, with a truncated graph) under evaluate, encode, index, export and serve; batch sizes
+of 0 and -1. Each case must end with exit status 2, one error line and no traceback, the user's files
+byte-identical, and no output written.
 
 Prints a Markdown summary and exits 1 if any check failed.
 """
@@ -279,6 +290,181 @@ def serving_campaign(workdir: Path, clients: int, requests: int, rounds: int) ->
     }
 
 
+# ------------------------------------------------------------------------------------------- part 3: files
+def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", CLI, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=os.environ.copy(),
+    )
+
+
+def one_line_refusal(result: subprocess.CompletedProcess) -> bool:
+    """Exit 2, no traceback, and the last line of stderr the only one that reports an error."""
+    lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
+    errors = [line for line in lines if "error" in line.lower() or "Traceback" in line]
+    return result.returncode == 2 and "Traceback" not in result.stderr and errors == lines[-1:]
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def broken_models(workdir: Path, model: Path) -> dict[str, Path]:
+    """Copies of ``model`` broken in the ways a bad download, a bad edit or a bad conversion breaks them."""
+    import shutil
+
+    import torch
+    from safetensors.torch import save_file
+
+    weights = {k: v.clone() for k, v in load_file(str(model / "model.safetensors")).items()}
+    norm, bias = weights["embeddings.LayerNorm.weight"], weights["encoder.layer.1.output.dense.bias"]
+    variants = {
+        "weights renamed": {"foo." + k: v for k, v in weights.items()},
+        "layer 1 missing": {k: v for k, v in weights.items() if "layer.1." not in k},
+        "NaN weights": weights | {"embeddings.LayerNorm.weight": torch.full_like(norm, float("nan"))},
+        "a layer the config lacks": weights | {"encoder.layer.2.output.dense.bias": bias.clone()},
+    }
+    folders = {}
+    for name, changed in variants.items():
+        folder = workdir / "broken" / name.replace(" ", "-")
+        shutil.copytree(model, folder)
+        save_file(changed, str(folder / "model.safetensors"))
+        folders[name] = folder
+    for name, (file, content) in {
+        "corrupt safetensors": ("model.safetensors", b"\0" * 64),
+        "corrupt config.json": ("config.json", b"{not json"),
+        "corrupt sentcl.json": ("sentcl.json", b'{"pooler": '),
+    }.items():
+        folder = workdir / "broken" / name.replace(" ", "-")
+        shutil.copytree(model, folder)
+        (folder / file).write_bytes(content)
+        folders[name] = folder
+    folder = workdir / "broken" / "no-tokenizer"
+    shutil.copytree(model, folder)
+    for file in ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"):
+        (folder / file).unlink(missing_ok=True)
+    folders["no tokenizer"] = folder
+    return folders
+
+
+def broken_exports(workdir: Path, model: Path) -> dict[str, Path]:
+    import shutil
+
+    export = workdir / "export"
+    done = run_cli("-q", "export", str(model), "--onnx", str(export))
+    if done.returncode != 0:
+        raise RuntimeError(f"export failed: {done.stderr[-2000:]}")
+    folders = {}
+    for name in ("ONNX wrong dimension", "ONNX without tokenizer", "ONNX truncated graph"):
+        folder = workdir / "broken" / name.replace(" ", "-")
+        shutil.copytree(export, folder)
+        folders[name] = folder
+    meta = json.loads((export / "sentcl_onnx.json").read_text())
+    (folders["ONNX wrong dimension"] / "sentcl_onnx.json").write_text(json.dumps(meta | {"dimension": 48}))
+    for file in ("tokenizer.json", "vocab.txt"):
+        (folders["ONNX without tokenizer"] / file).unlink(missing_ok=True)
+    graph = folders["ONNX truncated graph"] / "model.onnx"
+    graph.write_bytes(graph.read_bytes()[:4096])
+    return folders
+
+
+def files_campaign(workdir: Path, data_dir: str) -> dict:
+    """Part 3: consent for folders, broken models, garbage settings (see the module docstring)."""
+    model = workdir / "model"
+    if not model.is_dir():
+        tiny_model(model)
+    run_cli("-q", "export", str(model), "--onnx", str(workdir / "unused"))  # warm the caches once
+    corpus = workdir / "corpus.txt"
+    corpus.write_text("a man plays a guitar.\nthe weather is cold today.\na dog runs in the park.\n")
+    stsb = ["--tasks", "stsb-dev", "--data-dir", data_dir]
+    cases: list[dict] = []
+
+    def check(name: str, args: list[str], says: str, guarded: Path | None = None, absent: Path | None = None):
+        """``args`` must be refused with one line that contains ``says``, leaving ``guarded`` as it was and
+        writing nothing at ``absent``."""
+        before = snapshot(guarded) if guarded is not None else None
+        result = run_cli(*args)
+        ok = one_line_refusal(result) and says in result.stderr
+        if guarded is not None:
+            ok = ok and snapshot(guarded) == before
+        if absent is not None:
+            ok = ok and not absent.exists()
+        last = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else ""
+        cases.append({"case": name, "ok": ok, "exit": result.returncode, "message": last[:300]})
+
+    def users_folder(name: str) -> Path:
+        folder = workdir / "users" / name
+        folder.mkdir(parents=True)
+        (folder / "notes.txt").write_text("a user's notes")
+        return folder
+
+    # item 1: a user's folder as the output of each folder-writing command
+    fit = ["--postprocess", "whitening", "--fit-on", str(corpus)]
+    writers = {
+        "index --out": lambda out: ["index", str(model), str(corpus), "--out", str(out)],
+        "export --onnx": lambda out: ["export", str(model), "--onnx", str(out)],
+        "evaluate --save-postprocess": lambda out: ["evaluate", str(model), *stsb, *fit, "--save-postprocess",
+                                                    str(out)],
+        "analyze --out": lambda out: ["analyze", str(model), "--data-dir", data_dir, "--out", str(out)],
+    }  # fmt: skip
+    for name, argv in writers.items():
+        folder = users_folder(name.split()[0])
+        check(f"{name} of a folder with a user's file", argv(folder), "'notes.txt'", guarded=folder)
+    home = workdir / "users" / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("secret")
+    check("export --onnx of a home folder", writers["export --onnx"](home), "'.ssh'", guarded=home)
+
+    # item 1: links and look-alike temporary names in a run folder
+    recipe = write_recipe(workdir, model, corpus, data_dir)
+    run = workdir / "users" / "run"
+    run.mkdir(parents=True)
+    outside = workdir / "users" / "outside.txt"
+    outside.write_text("a file outside the run folder")
+    (run / "metrics.jsonl").symlink_to(outside)
+    argv = ["train", str(recipe), "training.max_steps=2", "--output", str(run), "--overwrite"]
+    check(
+        "train --overwrite where metrics.jsonl links outside", argv, "symbolic link", guarded=outside.parent
+    )
+    run2 = workdir / "users" / "run2"
+    run2.mkdir()
+    (run2 / ".notes.tmp-mine").write_text("a user's hidden file")
+    result = run_cli("-q", "train", str(recipe), "training.max_steps=2", "training.eval_steps=0",
+                     "training.checkpoint_steps=0", "--output", str(run2), "--overwrite")  # fmt: skip
+    kept = (run2 / ".notes.tmp-mine").is_file()
+    name = "a user's .notes.tmp-mine in a run folder survives a run"
+    ok = result.returncode == 0 and kept
+    cases.append(
+        {"case": name, "ok": ok, "exit": result.returncode, "message": "kept" if kept else "deleted"}
+    )
+
+    # item 2: broken models in every command that loads one
+    broken = broken_models(workdir, model) | broken_exports(workdir, model)
+    for name, folder in broken.items():
+        commands = {
+            "evaluate": ["evaluate", str(folder), *stsb],
+            "encode": ["encode", str(folder), str(corpus), "--out", str(workdir / "out.npy")],
+            "index": ["index", str(folder), str(corpus), "--out", str(workdir / "out-index")],
+            "serve": ["serve", str(folder), "--port", str(free_port())],
+        }
+        if not name.startswith("ONNX"):
+            commands["export"] = ["export", str(folder), "--onnx", str(workdir / "out-onnx")]
+        for command, argv in commands.items():
+            absent = {"encode": "out.npy", "index": "out-index", "export": "out-onnx"}.get(command)
+            check(f"{command}: {name}", argv, str(folder), absent=workdir / absent if absent else None)
+
+    # item 3: garbage settings
+    for size in ("-1", "0"):
+        out = workdir / "g.npy"
+        argv = ["encode", str(model), str(corpus), "--out", str(out), "--batch-size", size]
+        check(f"encode --batch-size {size}", argv, "argument --batch-size", absent=out)
+    failed = [case for case in cases if not case["ok"]]
+    return {"cases": cases, "failed": failed, "ok": not failed}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -287,7 +473,7 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--requests", type=int, default=25)
     parser.add_argument("--rounds", type=int, default=3, help="rounds of the serving part")
-    parser.add_argument("--parts", default="training,serving")
+    parser.add_argument("--parts", default="training,serving,files")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
@@ -303,7 +489,8 @@ def main() -> int:
             if "serving" in parts
             else None
         )
-    results = {"training": training, "serving": serving}
+        files = files_campaign(workdir, data_dir) if "files" in parts else None
+    results = {"training": training, "serving": serving, "files": files}
     print(
         f"## Fault campaign (python benchmarks/fault_campaign.py --kills {args.kills} --parts {args.parts})\n"
     )
@@ -317,9 +504,24 @@ def main() -> int:
             f"RSS {serving['rss_mib_before']} MiB before, {serving['rss_mib_after_each_round']} after each "
             f"round; alive after: {serving['alive_after']}"
         )
+    if files is not None:
+        report_files(files)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
-    return 0 if all(part is None or part["ok"] for part in (training, serving)) else 1
+    return 0 if all(part is None or part["ok"] for part in (training, serving, files)) else 1
+
+
+def report_files(files: dict) -> None:
+    cases = files["cases"]
+    loads = sum(":" in c["case"] for c in cases)
+    print(
+        f"- files: {len(cases)} cases (a user's folder as an output, links and look-alike names in a run "
+        f"folder, {loads} broken-model loads, batch sizes below 1); handled as "
+        f"promised (exit 2, one line, the user's files byte-identical, nothing written): "
+        f"{len(cases) - len(files['failed'])}/{len(cases)}"
+    )
+    for case in files["failed"]:
+        print(f"  - FAILED {case['case']}: exit {case['exit']}: {case['message']}")
 
 
 def report_training(training: dict) -> None:

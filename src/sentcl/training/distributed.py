@@ -72,6 +72,32 @@ def mean_over_ranks(value: float, context: DistributedContext) -> float:
     return float(tensor.item()) / context.world_size
 
 
+def sum_over_ranks(tensor: torch.Tensor, context: DistributedContext) -> torch.Tensor:
+    """``tensor`` summed over the ranks (one all-reduce), the same on every rank; as it is on one process."""
+    if context.world_size == 1:
+        return tensor
+    total = tensor.clone()
+    dist.all_reduce(total)
+    return total
+
+
+def check_replicas(module: nn.Module, context: DistributedContext) -> list[str]:
+    """The names of ``module``'s parameters whose values differ between the ranks (every rank gets the same
+    answer; empty on one process). Data-parallel replicas start equal and take the same averaged step, so
+    they stay bit-identical unless a per-rank transform of the averaged gradients differs."""
+    if context.world_size == 1:
+        return []
+    names, parameters = zip(*module.named_parameters(), strict=True)
+    mine = torch.stack([p.detach().double().sum() for p in parameters] + [
+        p.detach().double().abs().sum() for p in parameters
+    ]).cpu()  # fmt: skip
+    gathered = [torch.empty_like(mine) for _ in range(context.world_size)]
+    dist.all_gather(gathered, mine)
+    differs = torch.stack(gathered).ne(gathered[0]).any(0)
+    count = len(names)
+    return [names[i] for i in range(count) if differs[i] or differs[count + i]]
+
+
 def barrier(context: DistributedContext) -> None:
     if context.world_size > 1:
         dist.barrier()

@@ -215,6 +215,8 @@ def run_steps(loop, steps: Steps, context, device: torch.device, output_dir: Pat
             fisher_batches(dataset, loop, context, device),
             lambda batch: forward_backward(objective, batch, steps.gradcache_chunk),
             trained,
+            reduce=lambda fisher: distributed.sum_over_ranks(fisher, context),  # one child on every rank
+            clip=loop.max_grad_norm,
         )
     logger.info(
         "%d examples × %d views, %d steps of batch %d on %s", len(dataset), dataset.n_views, total_steps,
@@ -283,10 +285,10 @@ def run_steps(loop, steps: Steps, context, device: torch.device, output_dir: Pat
                         f"{dataset.describe(batch.indices)}); {UNTOUCHED}"
                     )
                 distributed.average_gradients(trained, context)
-                if steps.child is not None:
-                    steps.child.apply()
                 if loop.max_grad_norm > 0:
                     torch.nn.utils.clip_grad_norm_(trained.parameters(), loop.max_grad_norm)
+                if steps.child is not None:  # on the clipped gradients, as the reference's optimiser step
+                    steps.child.apply(state.step + 1)
                 optimizer.step()
                 scheduler.step()
                 optimizer.zero_grad(set_to_none=True)
@@ -305,6 +307,9 @@ def run_steps(loop, steps: Steps, context, device: torch.device, output_dir: Pat
                     )
                     progress.set_description(f"{steps.name} loss {means['loss']:.3g}")
                     window, window_tokens = [], 0
+                evaluates = loop.eval_steps and state.step % loop.eval_steps == 0
+                if evaluates or state.step == total_steps:  # before anything is evaluated or saved
+                    require_equal_replicas(trained, context, state.step)
                 if loop.eval_steps and (state.step % loop.eval_steps == 0 or state.step == total_steps):
                     if evaluate is not None:
                         last = evaluation(state.step)
@@ -383,7 +388,9 @@ def train(config: TrainConfig, also_measure: Callable[[CachedEmbedder], dict] | 
     torch.manual_seed(
         loop.seed + context.rank
     )  # same initial weights everywhere, other dropout masks per rank
-    child = None if loop.child_tuning.mode == "off" else ChildTuning(loop.child_tuning, encoder.backbone)
+    child = None
+    if loop.child_tuning.mode != "off":
+        child = ChildTuning(loop.child_tuning, encoder.backbone, loop.seed, optimised=objective)
 
     def evaluate(step: int) -> dict:
         with finite_evaluation(step):
@@ -447,17 +454,28 @@ def train(config: TrainConfig, also_measure: Callable[[CachedEmbedder], dict] | 
     return result
 
 
-def fisher_batches(dataset, loop, context, device) -> list:
-    """Child-Tuning_D's estimation batches: a seeded sample apart from the training order."""
+def require_equal_replicas(trained: torch.nn.Module, context, step: int) -> None:
+    """Under torchrun: stop (on every rank alike) when the ranks' copies of the model differ."""
+    drifted = distributed.check_replicas(trained, context)
+    if drifted:
+        raise TrainingError(
+            f"step {step}: the ranks' replicas differ ({len(drifted)} tensors, the first {drifted[0]}); "
+            f"data-parallel training has diverged, nothing is saved, {UNTOUCHED}"
+        )
+
+
+def fisher_batches(dataset, loop, context, device):
+    """Child-Tuning_D's estimation batches: a seeded order apart from the training order; ``fisher_batches:
+    0`` goes once over the whole training set (the reference's estimate), one batch at a time."""
     permutation = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(loop.seed + 1))
-    batches = []
-    for position in range(min(loop.child_tuning.fisher_batches, -(-len(dataset) // loop.batch_size))):
+    available = len(dataset) // loop.batch_size  # full batches: equal slices on every rank
+    count = loop.child_tuning.fisher_batches or available
+    for position in range(min(count, max(available, 1))):
         indices = permutation[position * loop.batch_size : (position + 1) * loop.batch_size]
         indices = rank_slice(indices, context.rank, context.world_size)  # equal slices, as in training
         if len(indices) == 0:
             break
-        batches.append(dataset.collate([dataset[int(i)] for i in indices]).to(device))
-    return batches
+        yield dataset.collate([dataset[int(i)] for i in indices]).to(device)
 
 
 def summarise(result: TrainResult) -> str:

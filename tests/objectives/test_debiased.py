@@ -5,49 +5,107 @@ import torch
 import torch.nn.functional as F
 
 from sentcl.config import ConfigError
-from sentcl.objectives import DebiasedConfig, DebiasedInfoNCE, InfoNCE
+from sentcl.objectives import DebiasedConfig, DebiasedInfoNCE, InfoNCE, NTXent
 from sentcl.objectives.debiased import debiased_info_nce_loss
 
 
-def by_the_equation(z: torch.Tensor, temperature: float, prior: float) -> float:
-    """One anchor at a time, from the paper's equation with e^{s/τ} as written."""
-    a, p = F.normalize(z[:, 0], dim=-1), F.normalize(z[:, 1], dim=-1)
-    size, total = len(a), 0.0
-    for i in range(size):
-        positive = math.exp(float(a[i] @ p[i]) / temperature)
-        negatives = sum(math.exp(float(a[i] @ p[j]) / temperature) for j in range(size) if j != i)
-        n = size - 1
-        g = max((negatives - prior * n * positive) / (1 - prior), n * math.exp(-1 / temperature))
-        total += -math.log(positive / (positive + g))
-    return total / size
+def by_the_equation(z: torch.Tensor, temperature: float, prior: float, symmetric: bool) -> float:
+    """One anchor at a time, from the paper's equation with e^{s/τ} as written. Symmetric (the reference
+    code's form): every embedding anchors, its positive is the other view, its negatives every embedding
+    of the other sentences (N = 2B − 2); else view 0 anchors against the other sentences' view 1."""
+    z = F.normalize(z, dim=-1)
+    size, terms = len(z), []
+    anchors = [(i, v) for i in range(size) for v in ((0, 1) if symmetric else (0,))]
+    for i, v in anchors:
+        positive = math.exp(float(z[i, v] @ z[i, 1 - v]) / temperature)
+        views = (0, 1) if symmetric else (1,)
+        negatives = [
+            math.exp(float(z[i, v] @ z[j, w]) / temperature) for j in range(size) if j != i for w in views
+        ]
+        n = len(negatives)
+        g = max((sum(negatives) - prior * n * positive) / (1 - prior), n * math.exp(-1 / temperature))
+        terms.append(-math.log(positive / (positive + g)))
+    return sum(terms) / len(terms)
 
 
-@pytest.mark.parametrize(("temperature", "prior"), [(0.05, 0.1), (0.1, 0.3), (0.5, 0.0)])
-def test_equals_the_equation(temperature, prior):
+@pytest.mark.parametrize("symmetric", [True, False])
+@pytest.mark.parametrize(("temperature", "prior"), [(0.05, 0.1), (0.5, 0.1), (0.1, 0.3), (0.5, 0.0)])
+def test_equals_the_equation(temperature, prior, symmetric):
     torch.manual_seed(0)
     z = torch.randn(6, 2, 8, dtype=torch.float64)
-    got = DebiasedInfoNCE(DebiasedConfig(temperature=temperature, class_prior=prior)).loss_from_embeddings(z)
-    assert got.loss.item() == pytest.approx(by_the_equation(z, temperature, prior), abs=1e-6)
+    config = DebiasedConfig(temperature=temperature, class_prior=prior, symmetric=symmetric)
+    got = DebiasedInfoNCE(config).loss_from_embeddings(z)
+    assert got.loss.item() == pytest.approx(by_the_equation(z, temperature, prior, symmetric), abs=1e-6)
 
 
-def test_no_prior_is_simcse_and_the_floor_holds():
+def test_no_prior_is_nt_xent_or_simcse_and_the_floor_holds():
     torch.manual_seed(1)
     z = torch.randn(8, 2, 16)
-    plain = InfoNCE().loss_from_embeddings(z).loss
-    assert DebiasedInfoNCE(DebiasedConfig(class_prior=0.0)).loss_from_embeddings(
-        z
-    ).loss.item() == pytest.approx(plain.item(), abs=1e-5)
+    for symmetric, plain in ((True, NTXent()), (False, InfoNCE())):
+        config = DebiasedConfig(class_prior=0.0, temperature=0.05, symmetric=symmetric)
+        got = DebiasedInfoNCE(config).loss_from_embeddings(z).loss.item()
+        assert got == pytest.approx(plain.loss_from_embeddings(z).loss.item(), abs=1e-5)
     # orthogonal sentences, each its own positive: with τ⁺ = 0.5 the corrected term is negative and the
     # floor N·e^{−1/τ} holds instead (τ = 1)
     basis = torch.eye(4)
-    loss = debiased_info_nce_loss(basis, basis, temperature=1.0, class_prior=0.5)
-    assert loss.item() == pytest.approx(math.log(1 + 3 * math.exp(-2)), abs=1e-6)
-    assert loss.item() == pytest.approx(by_the_equation(torch.stack([basis, basis], 1), 1.0, 0.5), abs=1e-6)
+    loss, at_floor = debiased_info_nce_loss(basis, basis, torch.arange(4), temperature=1.0, class_prior=0.5)
+    assert loss.item() == pytest.approx(math.log(1 + 3 * math.exp(-2)), abs=1e-6) and at_floor.item() == 1.0
+    z = torch.stack([basis, basis], 1)
+    assert loss.item() == pytest.approx(by_the_equation(z, 1.0, 0.5, symmetric=False), abs=1e-6)
+
+
+def realistic_batch(size: int = 32, dim: int = 64, positive: float = 0.84, negative: float = 0.48):
+    """Two views of ``size`` sentences: a shared direction gives every pair cosine ``negative``, the views of
+    one sentence share a direction more, which lifts their cosine to ``positive`` (MiniLM's dropout views)."""
+    generator = torch.Generator().manual_seed(0)
+    common = F.normalize(torch.randn(dim, generator=generator), dim=0)
+    own = F.normalize(torch.randn(size, dim, generator=generator), dim=1)
+    noise = F.normalize(torch.randn(size, 2, dim, generator=generator), dim=2)
+    a = math.sqrt(negative)  # weight of the common direction: cos between sentences ≈ a²
+    b = math.sqrt(positive - negative)  # of the sentence's own direction: cos between views ≈ a² + b²
+    c = math.sqrt(1 - positive)
+    z = a * common + b * own[:, None] + c * noise
+    return F.normalize(z, dim=-1).requires_grad_(True)
+
+
+def grad_norm(objective, z) -> float:
+    z.grad = None
+    objective.loss_from_embeddings(z).loss.backward()
+    return float(z.grad.norm())
+
+
+def test_the_default_trains_on_a_realistic_batch_where_simcse_tau_does_not():
+    """The issue's batch (32 sentences, positive cosine 0.84, negatives 0.48): at SimCSE's τ = 0.05 every
+    anchor's corrected term is the floor, the loss is ~0 and so is its gradient; at the reference's τ = 0.5
+    (the default) none is, and the gradient is of InfoNCE's order."""
+    z = realistic_batch()
+    cos = F.cosine_similarity(z[:, 0], z[:, 1]).mean().item()
+    cross = F.cosine_similarity(z[:1, 0], z[1:, 1]).mean().item()
+    assert cos == pytest.approx(0.84, abs=0.03) and cross == pytest.approx(0.48, abs=0.05)
+    info_nce = grad_norm(InfoNCE(), z)
+    floored = DebiasedInfoNCE(DebiasedConfig(temperature=0.05, symmetric=False))
+    out = floored.loss_from_embeddings(z)
+    assert out.terms["floor_share"].item() == 1.0 and out.loss.item() < 1e-6
+    assert grad_norm(floored, z) < 1e-4 * info_nce
+    default = DebiasedInfoNCE()
+    out = default.loss_from_embeddings(z)
+    assert out.terms["floor_share"].item() == 0.0 and out.loss.item() > 1.0
+    assert grad_norm(default, z) > 0.1 * info_nce
+
+
+def test_a_temperature_that_floors_a_typical_anchor_is_warned_about(caplog):
+    DebiasedInfoNCE(DebiasedConfig(temperature=0.05))
+    assert "sits at its floor" in caplog.text
+    caplog.clear()
+    DebiasedInfoNCE()
+    DebiasedInfoNCE(DebiasedConfig(temperature=0.05, class_prior=0.0))
+    assert caplog.text == ""
 
 
 def test_gradients_reach_both_views_and_bad_prior_is_refused():
-    z = torch.randn(5, 2, 8, requires_grad=True)
-    DebiasedInfoNCE().loss_from_embeddings(z).loss.backward()
-    assert z.grad[:, 0].abs().sum() > 0 and z.grad[:, 1].abs().sum() > 0
+    for symmetric in (True, False):
+        z = torch.randn(5, 2, 8, requires_grad=True)
+        DebiasedInfoNCE(DebiasedConfig(symmetric=symmetric)).loss_from_embeddings(z).loss.backward()
+        assert z.grad[:, 0].abs().sum() > 0 and z.grad[:, 1].abs().sum() > 0
     with pytest.raises(ConfigError, match="class_prior"):
         DebiasedConfig(class_prior=1.0).validate()

@@ -7,7 +7,7 @@ import torch.multiprocessing as mp
 
 from sentcl.data import Batch
 from sentcl.model import ModelConfig, SentenceEncoder
-from sentcl.objectives import InfoNCE, InfoNCEConfig
+from sentcl.objectives import DebiasedConfig, DebiasedInfoNCE, InfoNCE, InfoNCEConfig, NTXent
 from sentcl.training.distributed import DistributedContext, average_gradients, mean_over_ranks
 
 WORLD = 2
@@ -20,14 +20,24 @@ def build(model_dir: str):
     return encoder, ids, torch.ones_like(ids)
 
 
-def step(encoder, ids, mask, views, alpha):
-    objective = InfoNCE(InfoNCEConfig(temperature=0.05, hard_negative_weight=alpha))
+def make_objective(name: str, alpha: float):
+    if name == "debiased":  # the reference's symmetric form: both views of every rank are gathered
+        return DebiasedInfoNCE(DebiasedConfig(temperature=0.5, class_prior=0.1))
+    if name == "debiased-simcse-form":
+        return DebiasedInfoNCE(DebiasedConfig(temperature=0.5, class_prior=0.1, symmetric=False))
+    if name == "nt_xent":
+        return NTXent()
+    return InfoNCE(InfoNCEConfig(temperature=0.05, hard_negative_weight=alpha))
+
+
+def step(encoder, ids, mask, views, alpha, name="simcse"):
+    objective = make_objective(name, alpha)
     loss = objective.loss_from_embeddings(encoder(Batch(ids[:, :views], mask[:, :views], None))).loss
     loss.backward()
     return loss
 
 
-def worker(rank: int, init_file: str, model_dir: str, out: str, views: int, alpha: float) -> None:
+def worker(rank: int, init_file: str, model_dir: str, out: str, views: int, alpha: float, name: str) -> None:
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=WORLD)
     try:
         torch.set_num_threads(1)
@@ -35,7 +45,7 @@ def worker(rank: int, init_file: str, model_dir: str, out: str, views: int, alph
         encoder, ids, mask = build(model_dir)
         half = ids.shape[0] // WORLD
         rows = slice(rank * half, (rank + 1) * half)
-        loss = step(encoder, ids[rows], mask[rows], views, alpha)
+        loss = step(encoder, ids[rows], mask[rows], views, alpha, name)
         average_gradients(encoder, context)
         global_loss = mean_over_ranks(loss.item(), context)
         if rank == 0:
@@ -45,15 +55,21 @@ def worker(rank: int, init_file: str, model_dir: str, out: str, views: int, alph
         dist.destroy_process_group()
 
 
-@pytest.mark.parametrize("views,alpha", [(2, 1.0), (3, 2.0)])
-def test_two_processes_equal_one_process_on_the_concatenated_batch(tmp_path, tiny_model_dir, views, alpha):
+@pytest.mark.parametrize(
+    "views,alpha,name",
+    [(2, 1.0, "simcse"), (3, 2.0, "simcse"), (2, 1.0, "nt_xent"), (2, 1.0, "debiased"),
+     (2, 1.0, "debiased-simcse-form")],
+)  # fmt: skip
+def test_two_processes_equal_one_process_on_the_concatenated_batch(
+    tmp_path, tiny_model_dir, views, alpha, name
+):
     out = tmp_path / "rank0.pt"
-    args = (str(tmp_path / "init"), str(tiny_model_dir), str(out), views, alpha)
+    args = (str(tmp_path / "init"), str(tiny_model_dir), str(out), views, alpha, name)
     mp.spawn(worker, args=args, nprocs=WORLD, join=True)
     distributed = torch.load(out)
 
     encoder, ids, mask = build(str(tiny_model_dir))
-    loss = step(encoder, ids, mask, views, alpha)
+    loss = step(encoder, ids, mask, views, alpha, name)
     assert distributed["loss"] == pytest.approx(loss.item(), abs=1e-5)
     expected = {n: p.grad for n, p in encoder.named_parameters() if p.grad is not None}
     assert distributed["grads"].keys() == expected.keys()
@@ -119,3 +135,50 @@ def test_torchrun_a_short_last_batch_is_split_evenly(tmp_path, tiny_model_dir, s
     records = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records if "loss" in r] == list(range(1, 9))  # 4 batches an epoch
     assert "1 of the 3 examples" in done.stderr
+
+
+def replica_worker(rank: int, init_file: str, out: str, perturb: bool) -> None:
+    from sentcl.training.distributed import check_replicas
+
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=WORLD)
+    try:
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2))
+        if perturb and rank == 1:
+            with torch.no_grad():
+                model[1].bias[0] += 1e-7  # one float's last bits: still a different model
+        drifted = check_replicas(model, DistributedContext(rank, WORLD, rank))
+        torch.save(drifted, f"{out}.{rank}")
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("perturb", [False, True])
+def test_replicas_that_differ_are_found_on_every_rank(tmp_path, perturb):
+    out = str(tmp_path / "drifted")
+    mp.spawn(replica_worker, args=(str(tmp_path / "init"), out, perturb), nprocs=WORLD, join=True)
+    expected = ["1.bias"] if perturb else []
+    assert torch.load(f"{out}.0") == expected and torch.load(f"{out}.1") == expected
+
+
+@pytest.mark.parametrize("mode", ["F", "D"])
+def test_torchrun_child_tuning_keeps_the_replicas_equal(tmp_path, tiny_model_dir, stsb_data_dir, mode):
+    """Child-Tuning masks the averaged gradients: with per-rank masks (F's from per-rank seeds, D's from
+    each rank's own Fisher slice) the replicas drift apart and the run stops at its first evaluation
+    (require_equal_replicas); with the masks alike on every rank it trains to the end."""
+    import json
+
+    from tests.conftest import SENTENCES
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(SENTENCES * 2) + "\n")
+    torchrun_train(
+        tmp_path,
+        f"model: {{name_or_path: {tiny_model_dir}, pooler: avg}}\n"
+        f"data: {{train_file: {corpus}, max_length: 16}}\n"
+        "training: {batch_size: 8, max_steps: 4, eval_steps: 2, logging_steps: 1, learning_rate: 1.0e-3, "
+        f"eval_data_dir: {stsb_data_dir}, output_dir: {tmp_path / 'run'}, "
+        f"child_tuning: {{mode: {mode}, reserve: 0.3, fisher_batches: 2}}}}\n",
+    )
+    records = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if "eval" in r] == [2, 4]

@@ -1,5 +1,12 @@
 """DCLR (Zhou et al., ACL 2022): debiased contrastive learning with instance weights and noise negatives.
 
+Two variants (``variant``). ``reference`` (the default) is the authors' code (RUCAIBox/DCLR,
+simcse/models.py ``cl_vat_forward``): Gaussian noise vectors (unnormalised) take ``noise_steps`` = 4 steps of
+size 1e-3 along the normalised gradient of the training loss itself (harder negatives); a negative whose
+complementary cosine exceeds φ gets its *logit* multiplied by 0 (it stays in the softmax as e⁰); and the loss
+is a binary cross-entropy over the softmax of every row, −[y log p + (1 − y) log(1 − p)], averaged over all
+B × (N + M) entries. ``paper`` is our reading of the paper's equation, below.
+
 SimCSE's InfoNCE on dropout views, with two changes to the negative set of anchor h_i:
 
 1. **Instance weights against false negatives.** A frozen *complementary* encoder embeds the anchors;
@@ -19,14 +26,15 @@ SimCSE's InfoNCE on dropout views, with two changes to the negative set of ancho
     ℓ_i = −log e^{s_ii/τ} / (Σ_j w_ij e^{s_ij/τ} + Σ_k e^{sim(h_i, ĥ_k)/τ}),   w_ii = 1
 
 DCLR's defaults: φ = 0.85 (0.9 for some backbones), noise_times 1, τ = 0.05, batch 128, 3 epochs.
-This is our reading of the paper's description; the noise update follows its stated purpose (maximise
-non-uniformity by gradient) with Wang & Isola's uniformity kernel.
+The ``paper`` variant's noise update follows the paper's stated purpose (maximise non-uniformity by
+gradient) with Wang & Isola's uniformity kernel, one 0.1-radian step on the unit sphere by default.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -40,12 +48,20 @@ from sentcl.objectives.similarity import cosine_matrix, gather_with_grad
 START = "start"
 
 
+#: each variant's noise schedule: (steps, step size)
+NOISE_DEFAULTS = {"reference": (4, 1e-3), "paper": (1, 0.1)}
+
+
 @dataclass
 class DCLRConfig(ContrastiveConfig):
-    phi: float = 0.85  # complementary cosine at or above which an in-batch negative is dropped
+    #: reference: the authors' code; paper: our reading of the paper's equation (module docstring)
+    variant: Literal["reference", "paper"] = "reference"
+    phi: float = 0.85  # complementary cosine above which an in-batch negative is dropped
     noise_times: float = 1.0  # noise negatives per batch example
-    noise_steps: int = 1
-    noise_step_size: float = 0.1  # β, on the unit sphere
+    #: steps and step size of the noise update; unset: the variant's (reference 4 × 1e-3 along the loss's
+    #: gradient on unnormalised Gaussians; paper 1 × 0.1 rad along the non-uniformity's on the sphere)
+    noise_steps: int | None = None
+    noise_step_size: float | None = None
     #: a model folder / run folder / hub id (the paper: a trained SimCSE), or "start": a frozen copy
     #: of the starting encoder. Required.
     complementary_model: str = ""
@@ -54,7 +70,7 @@ class DCLRConfig(ContrastiveConfig):
         super().validate()
         if not -1 <= self.phi <= 1:
             raise ConfigError(f"phi: a cosine threshold in [-1, 1], got {self.phi}")
-        if self.noise_times < 0 or self.noise_steps < 0 or self.noise_step_size < 0:
+        if self.noise_times < 0 or (self.noise_steps or 0) < 0 or (self.noise_step_size or 0) < 0:
             raise ConfigError("noise_times, noise_steps and noise_step_size must be ≥ 0")
         if not self.complementary_model:
             raise ConfigError(
@@ -95,6 +111,59 @@ def dclr_loss(
     return F.cross_entropy(logits, offset + rows)
 
 
+def reference_noise(
+    anchors: torch.Tensor,  # [B, D]
+    candidates: torch.Tensor,  # [N, D]
+    count: int,
+    temperature: float,
+    steps: int,
+    step_size: float,
+    offset: int = 0,
+) -> torch.Tensor:
+    """The authors' noise negatives: ``count`` standard Gaussian vectors (not normalised), each moved
+    ``steps`` times by ``step_size`` along its normalised gradient of InfoNCE over [batch, noise] (ascent:
+    towards harder negatives); NaNs become 0. No gradient flows out (the reference's update is detached)."""
+    noise = torch.randn(count, anchors.shape[-1], device=anchors.device)
+    if count == 0:
+        return noise
+    anchors, candidates = anchors.detach(), candidates.detach()
+    fixed = cosine_matrix(anchors, candidates) / temperature
+    rows = offset + torch.arange(len(anchors), device=anchors.device)
+    for _ in range(steps):
+        noise.requires_grad_(True)
+        with torch.enable_grad():
+            logits = torch.cat([fixed, cosine_matrix(anchors, noise) / temperature], dim=1)
+            (grad,) = torch.autograd.grad(F.cross_entropy(logits, rows), noise)
+        noise = noise.detach() + step_size * grad / grad.norm(dim=-1, keepdim=True)
+        noise = torch.nan_to_num(noise, nan=0.0)
+    return noise.detach()
+
+
+def reference_dclr_loss(
+    anchors: torch.Tensor,  # [B, D]
+    candidates: torch.Tensor,  # [N, D]
+    weights: torch.Tensor,  # [B, N] in {0, 1}; 1 on each anchor's own positive
+    noise: torch.Tensor,  # [M, D]
+    temperature: float,
+    offset: int = 0,
+) -> torch.Tensor:
+    """The authors' loss: the logits [batch, noise] / τ, a dropped negative's multiplied by 0; softmax per
+    row; −[y log p + (1 − y) log(1 − p)] averaged over every entry of the B × (N + M) matrix."""
+    logits = cosine_matrix(anchors, candidates) / temperature
+    if len(noise):
+        logits = torch.cat([logits, cosine_matrix(anchors, noise) / temperature], dim=1)
+        weights = torch.cat([weights, weights.new_ones(len(anchors), len(noise))], dim=1)
+    log_p = torch.log_softmax(logits * weights, dim=-1)
+    rows = torch.arange(len(anchors), device=anchors.device)
+    positive = torch.zeros_like(log_p, dtype=torch.bool)
+    positive[rows, offset + rows] = True
+    # log(1 − p) from log p without cancellation; the positives' entries never use it (the reference's
+    # 0 · log(1 − p) there is NaN once p rounds to 1)
+    safe = log_p.masked_fill(positive, -1.0)
+    log_not_p = torch.where(safe < -math.log(2), torch.log1p(-safe.exp()), torch.log(-torch.expm1(safe)))
+    return -torch.where(positive, log_p, log_not_p).mean()
+
+
 class DCLR(ContrastiveObjective):
     paper = (
         "Zhou, Zhang, Zhao & Wen, "
@@ -120,13 +189,21 @@ class DCLR(ContrastiveObjective):
             reference = reference.float()
         candidates, offset = gather_with_grad(embeddings[:, 1])
         everyone_reference, _ = gather_with_grad(reference)
-        weights = (cosine_matrix(reference, everyone_reference) < c.phi).float()
+        weights = (cosine_matrix(reference, everyone_reference) <= c.phi).float()
         rows = torch.arange(len(reference), device=reference.device)
         weights[rows, offset + rows] = 1.0
-        count = math.ceil(c.noise_times * len(embeddings))
-        noise = torch.randn(count, embeddings.shape[-1], device=embeddings.device)
-        noise = refine_noise(noise, candidates, c.noise_steps, c.noise_step_size)
-        loss = dclr_loss(embeddings[:, 0], candidates, weights, noise, c.temperature, offset)
+        default_steps, default_size = NOISE_DEFAULTS[c.variant]
+        steps = default_steps if c.noise_steps is None else c.noise_steps
+        size = default_size if c.noise_step_size is None else c.noise_step_size
+        if c.variant == "reference":
+            count = int(c.noise_times * len(candidates))  # the global batch, as the reference gathers first
+            noise = reference_noise(embeddings[:, 0], candidates, count, c.temperature, steps, size, offset)
+            loss = reference_dclr_loss(embeddings[:, 0], candidates, weights, noise, c.temperature, offset)
+        else:
+            count = math.ceil(c.noise_times * len(embeddings))
+            noise = torch.randn(count, embeddings.shape[-1], device=embeddings.device)
+            noise = refine_noise(noise, candidates, steps, size)
+            loss = dclr_loss(embeddings[:, 0], candidates, weights, noise, c.temperature, offset)
         dropped = 1.0 - weights.mean()
         return ObjectiveOutput(
             loss=loss, terms={"dclr": loss.detach(), "dropped_negatives": dropped.detach()}

@@ -58,7 +58,7 @@ def test_binds_the_entity_vocabulary_and_initialises_from_vectors(tmp_path, enco
     vectors = tmp_path / "vectors.tsv"
     vectors.write_text("Football\t1\t0\t0\nDog\t0\t1\t0\nUnused\t0\t0\t1\n")
     dataset = dataset_of(records, encoder)
-    objective = EASE(EASEConfig(entity_vectors=str(vectors)), encoder, dataset)
+    objective = EASE(EASEConfig(variant="paper", entity_vectors=str(vectors)), encoder, dataset)
     names = dataset.label_names
     assert names == ["Book", "Cat", "Cooking", "Dog", "Football", "Music"]
     table = objective.entities.weight
@@ -69,7 +69,7 @@ def test_binds_the_entity_vocabulary_and_initialises_from_vectors(tmp_path, enco
 
 def test_total_is_entity_plus_lambda_self_and_gradients_reach_table_and_map(encoder, records):
     dataset = dataset_of(records, encoder)
-    objective = build_objective("ease", EASEConfig(self_weight=0.5), encoder, dataset)
+    objective = build_objective("ease", EASEConfig(variant="paper", self_weight=0.5), encoder, dataset)
     z = torch.randn(4, 2, encoder.dimension, requires_grad=True)
     batch = batch_of_rows(dataset)
     out = objective.loss_from_embeddings(z, batch)
@@ -84,7 +84,7 @@ def test_total_is_entity_plus_lambda_self_and_gradients_reach_table_and_map(enco
 
 def test_training_the_table_pulls_sentences_to_their_entities(encoder, records):
     dataset = dataset_of(records, encoder, views=1)
-    objective = EASE(EASEConfig(self_weight=0.0), encoder, dataset)
+    objective = EASE(EASEConfig(variant="paper", self_weight=0.0), encoder, dataset)
     torch.manual_seed(0)
     z = torch.randn(4, 1, encoder.dimension)
     batch = batch_of_rows(dataset)
@@ -112,3 +112,29 @@ def test_bad_inputs_name_the_file_and_line(tmp_path, encoder, records):
     one_column.write_text("a dog\na cat\n")
     with pytest.raises(DataError, match="sentence, entity"):
         EASE(EASEConfig(), encoder, ContrastiveDataset(read_records(one_column), encoder.tokenizer))
+
+
+def test_the_reference_variant_is_the_authors_script(encoder, records):
+    """studio-ousia/ease: L = L_self + 0.01 · L_ent, the entity logits cos/100, a hard negative's own logit
+    +1, duplicates not masked, and a Linear + tanh projection."""
+    dataset = dataset_of(records, encoder)
+    objective = build_objective("ease", EASEConfig(), encoder, dataset)
+    assert objective.config.variant == "reference"
+    assert isinstance(objective.projection[1], torch.nn.Tanh) and objective.projection[0].bias is not None
+    z = torch.randn(4, 2, encoder.dimension, dtype=torch.float32)
+    batch = batch_of_rows(dataset)
+    out = objective.loss_from_embeddings(z, batch)
+    with torch.no_grad():
+        e = objective.projection(objective.entities(batch.labels[:, 0]))
+        n = objective.projection(objective.entities(batch.labels[:, 1]))
+    total = 0.0
+    for i in range(4):
+        logits = [torch.cosine_similarity(z[i, 0], e[j], 0).item() / 100 for j in range(4)]
+        logits += [
+            torch.cosine_similarity(z[i, 0], n[j], 0).item() / 100 + (1.0 if j == i else 0.0)
+            for j in range(4)
+        ]
+        total += -logits[i] + math.log(sum(math.exp(x) for x in logits))
+    assert out.terms["entity"].item() == pytest.approx(total / 4, abs=1e-5)
+    expected_self = info_nce_loss(z[:, 0], z[:, 1], temperature=0.05).item()
+    assert out.loss.item() == pytest.approx(expected_self + 0.01 * out.terms["entity"].item(), abs=1e-5)

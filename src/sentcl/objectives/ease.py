@@ -14,9 +14,13 @@ otherwise), mapped to the sentence space by a linear W. For sentence h_i with en
     L_ent,i  = −log e^{cos(h_i, W e_i)/τ} / Σ_j (e^{cos(h_i, W e_j)/τ} + e^{cos(h_i, W e_j⁻)/τ})
     L        = L_ent + λ · L_self           (L_self: SimCSE's dropout-view InfoNCE)
 
-over the batch's entities (an in-batch entity equal to e_i other than its own column is masked: it is
-no negative) and the hard negatives e_j⁻ where the data has them. EASE's τ is 0.05 and λ = 1 (our
-reading); the entity vectors of the paper are Wikipedia2Vec's.
+over the batch's entities and the hard negatives e_j⁻ where the data has them. Two variants
+(``variant``): ``reference`` (the default) as the authors' script runs it (studio-ousia/ease,
+ease/ease_models.py, train_monolingual_ease.sh): the projection is Linear + tanh, the entity term has its
+own temperature τ_e = 100 and weight 0.01 (L = L_self + 0.01 · L_ent), a hard negative's own logit gets
++1 (``hard_negative_weight``), duplicates of an entity in the batch stay negatives. ``paper``, sentcl's
+earlier reading: a plain Linear, τ_e = τ = 0.05, L = L_ent + λ · L_self with λ = 1, and an in-batch entity
+equal to e_i other than its own column masked. The entity vectors of the paper are Wikipedia2Vec's.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -39,10 +44,19 @@ from sentcl.objectives.similarity import cosine_matrix
 logger = logging.getLogger(__name__)
 
 
+#: each variant's (entity-term weight, entity temperature, hard-negative logit bonus)
+VARIANTS = {"reference": (0.01, 100.0, 1.0), "paper": (1.0, None, 0.0)}
+
+
 @dataclass
 class EASEConfig(ContrastiveConfig):
+    #: reference: the authors' script; paper: sentcl's earlier reading (module docstring)
+    variant: Literal["reference", "paper"] = "reference"
     #: λ of the self-supervised (dropout-view) InfoNCE term; 0 = entity term only
     self_weight: float = 1.0
+    #: the entity term's weight and temperature; unset: the variant's (reference 0.01 and 100; paper 1 and τ)
+    entity_weight: float | None = None
+    entity_temperature: float | None = None
     #: .tsv of entity vectors (name, then the values); "" = random initialisation
     entity_vectors: str = ""
     #: dimension of a randomly initialised table (ignored with entity_vectors); 0 = the encoder's
@@ -51,8 +65,10 @@ class EASEConfig(ContrastiveConfig):
 
     def validate(self) -> None:
         super().validate()
-        if self.self_weight < 0 or self.entity_dim < 0:
-            raise ConfigError("self_weight and entity_dim must be ≥ 0")
+        if self.self_weight < 0 or self.entity_dim < 0 or (self.entity_weight or 0) < 0:
+            raise ConfigError("self_weight, entity_weight and entity_dim must be ≥ 0")
+        if self.entity_temperature is not None and self.entity_temperature <= 0:
+            raise ConfigError(f"entity_temperature: must be positive, got {self.entity_temperature}")
 
 
 def read_entity_vectors(path: str | Path) -> dict[str, torch.Tensor]:
@@ -88,14 +104,24 @@ def ease_entity_loss(
     entity_ids: torch.Tensor,  # [B]
     hard_negatives: torch.Tensor | None,  # [B, D] W e_i⁻, or None
     temperature: float,
+    mask_duplicates: bool = True,
+    hard_negative_bonus: float = 0.0,
 ) -> torch.Tensor:
+    """``mask_duplicates``: an in-batch entity equal to e_i (not its own column) is no negative;
+    ``hard_negative_bonus`` is added to each sentence's own hard-negative logit (the reference's
+    ``hard_negative_weight``)."""
     logits = cosine_matrix(sentences, entities) / temperature  # [B, B]
-    same = entity_ids[:, None] == entity_ids[None, :]
-    duplicate = same & ~torch.eye(len(entity_ids), dtype=torch.bool, device=same.device)
-    logits = logits.masked_fill(duplicate, float("-inf"))  # the same entity again is no negative
+    rows = torch.arange(len(sentences), device=sentences.device)
+    if mask_duplicates:
+        same = entity_ids[:, None] == entity_ids[None, :]
+        duplicate = same & ~torch.eye(len(entity_ids), dtype=torch.bool, device=same.device)
+        logits = logits.masked_fill(duplicate, float("-inf"))  # the same entity again is no negative
     if hard_negatives is not None:
-        logits = torch.cat([logits, cosine_matrix(sentences, hard_negatives) / temperature], dim=1)
-    return F.cross_entropy(logits, torch.arange(len(sentences), device=sentences.device))
+        hard = cosine_matrix(sentences, hard_negatives) / temperature
+        if hard_negative_bonus:
+            hard = hard.index_put((rows, rows), hard[rows, rows] + hard_negative_bonus)
+        logits = torch.cat([logits, hard], dim=1)
+    return F.cross_entropy(logits, rows)
 
 
 class EASE(ContrastiveObjective):
@@ -136,8 +162,15 @@ class EASE(ContrastiveObjective):
                 "EASE: %d of %d entities initialised from %s", len(found), len(names), c.entity_vectors
             )
         self.entities.weight.requires_grad_(not c.freeze_entities)
-        self.projection = nn.Linear(dim, sentence_dim, bias=False)
-        nn.init.normal_(self.projection.weight, std=dim**-0.5)
+        if c.variant == "reference":  # EntityMLPLayer: dense (with bias) then tanh
+            self.projection = nn.Sequential(nn.Linear(dim, sentence_dim), nn.Tanh())
+        else:
+            self.projection = nn.Linear(dim, sentence_dim, bias=False)
+            nn.init.normal_(self.projection.weight, std=dim**-0.5)
+        weight, temperature, bonus = VARIANTS[c.variant]
+        self.entity_weight = weight if c.entity_weight is None else c.entity_weight
+        self.entity_temperature = c.entity_temperature or temperature or c.temperature
+        self.hard_negative_bonus = bonus
 
     def loss_from_embeddings(self, embeddings: torch.Tensor, batch=None) -> ObjectiveOutput:
         if batch is None or batch.labels is None:
@@ -148,8 +181,11 @@ class EASE(ContrastiveObjective):
         hard = None
         if batch.labels.shape[1] == 2:
             hard = self.projection(self.entities(batch.labels[:, 1].to(embeddings.device)))
-        entity_term = ease_entity_loss(embeddings[:, 0], entities, entity_ids, hard, c.temperature)
-        loss, terms = entity_term, {"entity": entity_term.detach()}
+        entity_term = ease_entity_loss(
+            embeddings[:, 0], entities, entity_ids, hard, self.entity_temperature,
+            mask_duplicates=c.variant == "paper", hard_negative_bonus=self.hard_negative_bonus,
+        )  # fmt: skip
+        loss, terms = self.entity_weight * entity_term, {"entity": entity_term.detach()}
         if c.self_weight > 0:
             if embeddings.shape[1] < 2:
                 raise ValueError("EASE's self-supervised term needs 2 dropout views (data.n_views: 2)")

@@ -90,14 +90,17 @@ def test_detection_labels_mark_the_pieces_of_replaced_words(encoder, tmp_path):
         assert batch.token_labels[0, v, len(words) :].eq(-100).all()  # padding
 
 
-def test_objective_terms_gradients_and_learning(encoder, tmp_path):
+@pytest.mark.parametrize("variant", ["reference", "paper"])
+def test_objective_terms_gradients_and_learning(encoder, tmp_path, variant):
     lines = ["the happy dog runs in the big park", "a sad woman reads a good book"]
     dataset = views_dataset(tmp_path, encoder, lines)
-    objective = build_objective("cline", CLINEConfig(mlm_probability=0.3), encoder, dataset)
+    config = CLINEConfig(variant=variant, mlm_probability=0.3)
+    objective = build_objective("cline", config, encoder, dataset)
     assert isinstance(objective, CLINE)  # its own MLM term: not wrapped
     batch = dataset.collate([dataset[0], dataset[1]])
     optimiser = torch.optim.Adam([p for p in objective.parameters() if p.requires_grad], lr=3e-3)
     objective.train()
+    detector = objective.detector if variant == "paper" else objective.detector[-1]
     losses = []
     for step in range(12):
         torch.manual_seed(step % 2)
@@ -106,12 +109,44 @@ def test_objective_terms_gradients_and_learning(encoder, tmp_path):
         optimiser.zero_grad()
         out.loss.backward()
         if step == 0:
-            assert objective.detector.weight.grad.abs().sum() > 0
+            assert detector.weight.grad.abs().sum() > 0
             assert encoder.backbone.encoder.layer[0].output.dense.weight.grad.abs().sum() > 0
+            if variant == "reference":  # the learned uncertainty weights
+                assert objective.log_vars.grad.abs().sum() > 0
         optimiser.step()
         losses.append(out.terms["contrast"].item() + out.terms["rtd"].item())
     assert sum(losses[-2:]) < sum(losses[:2])
     assert dataset.views_of(0) == dataset.views_of(0) and dataset.views_of(0).synonym != lines[0]
+
+
+def test_the_reference_losses_are_the_authors(encoder, tmp_path):
+    """kandorm/CLINE LecbertForPreTraining: BCE on σ(mean(x ⊙ view)) (1 for x_syn, 0 for x_ant); 3-class
+    token labels (0 kept, 1 replaced in x_syn, 2 in x_ant); Σ e^{-s} L + max(s, 0), which is the plain sum
+    at s = 0."""
+    from sentcl.objectives.cline import reference_contrast
+
+    torch.manual_seed(0)
+    x, syn, ant = (torch.randn(3, 8, dtype=torch.float64) for _ in range(3))
+    expected = 0.0
+    for i in range(3):
+        for other, label in ((syn[i], 1.0), (ant[i], 0.0)):
+            p = 1 / (1 + math.exp(-float((x[i] * other).mean())))
+            expected += -(label * math.log(p) + (1 - label) * math.log(1 - p))
+    assert reference_contrast(x, syn, ant).item() == pytest.approx(expected / 6, abs=1e-6)
+    lines = ["the happy dog runs in the big park", "a sad woman reads a good book"]
+    dataset = views_dataset(tmp_path, encoder, lines)
+    objective = build_objective("cline", CLINEConfig(mlm_probability=0.3), encoder, dataset).eval()
+    batch = dataset.collate([dataset[0], dataset[1]])
+    torch.manual_seed(1)
+    out = objective(batch)
+    assert out.loss.item() == pytest.approx(sum(t.item() for t in out.terms.values()), abs=1e-5)
+    with torch.no_grad():
+        objective.log_vars.fill_(1.0)
+    torch.manual_seed(1)
+    weighted = objective(batch)
+    assert weighted.loss.item() == pytest.approx(
+        math.exp(-1) * sum(t.item() for t in weighted.terms.values()) + 3.0, abs=1e-5
+    )
 
 
 def test_missing_wordnet_or_views_say_what_to_do(encoder, tmp_path):

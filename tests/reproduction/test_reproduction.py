@@ -67,11 +67,14 @@ def setup(tmp_path, tiny_model_dir, stsb_data_dir):
         "budget": {"training.max_steps": 4, "training.batch_size": 4, "training.eval_steps": 2,
                    "training.eval_at_start": True, "training.start_is_candidate": True},
         "search": {"training.learning_rate": [1e-3, 1e-2]},
+        "extend": {"training.learning_rate": [3e-2]},
+        "results": str(tmp_path / "results"),
         "seeds": [3, 4],
         "poolers": {"cls+mlp": {"model.pooler": "cls", "model.mlp_only_train": True},
                     "avg": {"model.pooler": "avg", "model.mlp_only_train": False}},
         "encoders": {"raw": {"pretrain": str(pretrain), "baselines": ["avg_first_last", "cls_before_pooler"],
-                             "postprocess": ["whitening", "abtt"]}},
+                             "postprocess": ["whitening", "abtt"],
+                             "postprocess_on": ["avg_first_last", "cls_before_pooler"]}},
         "methods": {"unsup SimCSE": {"recipe": str(unsup), "role": "unsup", "poolers": ["cls+mlp", "avg"]},
                     "sup SimCSE": {"recipe": str(sup), "role": "sup"},
                     "DCLR": {"recipe": str(dclr),
@@ -87,15 +90,22 @@ def test_plan_runs_end_to_end_then_only_redoes_what_changed(setup):
     assert [o.action for o in outcomes] == ["ran"] * len(outcomes)
     names = [o.name for o in outcomes]
     trained = [n for n in names if n.startswith("train")]
-    # unsup: 2 poolers × 2 lr + 1 more seed; sup and DCLR: 2 lr + 1 more seed
-    assert names[0] == "pretrain raw" and len(trained) == 5 + 3 + 3
+    text = report.read_text()
+    grown = text.count("(grown)")  # lr 0.03 where 0.01, the grid's largest, was a method's choice
+    # unsup: 2 poolers × 2 lr + 1 more seed; sup and DCLR: 2 lr + 1 more seed; plus the grown settings
+    assert names[0] == "pretrain raw" and len(trained) == 5 + 3 + 3 + grown
     assert sum("seed 4" in n for n in trained) == 3
     assert (
-        sum(n.startswith("measure") for n in names) == 4 + 3 * 2
-    )  # 2 poolers, 2 post-processors, 3 × 2 seeds
-    text = report.read_text()
+        sum(n.startswith("measure") for n in names) == 2 + 2 * 2 + 3 * 2
+    )  # 2 poolers, 2 post-processors on each of 2 baselines, 3 × 2 seeds
     assert "Tiny plan for the tests." in text and "| claim | rule | here |" in text
     assert "### The search each method got" in text and text.count("| ✔ |") == 3
+    assert "| method | chosen setting | inside the grid | inside the run |" in text
+    for line in text.splitlines():  # a grown setting is tried only where the grid's largest was chosen
+        if "(grown)" in line:
+            method = line.split(" | ")[0].strip("| ")
+            assert any(m.startswith(f"| {method} | ") and "lr 0.01 |" in m for m in text.splitlines())
+    assert (tmp_path / "docs" / "images" / "raw_leaderboard.png").stat().st_size > 1000
     for label in ("avg_first_last + whitening", "cls_before_pooler", "unsup SimCSE", "sup SimCSE", "DCLR"):
         assert f"| {label} |" in text
     unsup_line = next(
@@ -119,12 +129,12 @@ def test_plan_runs_end_to_end_then_only_redoes_what_changed(setup):
         folder.parent.name: json.loads((folder / "summary.json").read_text())
         for folder in runs.glob("*/seed-3")
     }
-    assert len(summaries) == 4
+    assert len(summaries) in (4, 5)  # 2 poolers × 2 lr, and a grown lr where 0.01 was the choice
     best = max(summaries, key=lambda k: summaries[k]["best_metrics"]["stsb_dev_spearman"])
     assert (runs / best / "seed-4" / "summary.json").is_file()
     assert sum((runs / k / "seed-4").exists() for k in summaries) == 1
     dclr_configs = list((tmp_path / "out" / "runs" / "raw" / "dclr").glob("*/seed-*/config.yaml"))
-    assert len(dclr_configs) == 3
+    assert len(dclr_configs) in (3, 4)  # 2 lr + 1 more seed, and a grown lr where 0.01 was the choice
     for config in dclr_configs:
         assert yaml.safe_load(config.read_text())["objective"]["complementary_model"] == str(
             runs / best / "seed-3"
@@ -135,11 +145,26 @@ def test_plan_runs_end_to_end_then_only_redoes_what_changed(setup):
     _, again = reproduce(plan_path, str(data_dir))
     assert [o.action for o in again] == ["cached"] * len(again)
 
+    # the committed results: small files only, and a fresh checkout regenerates the report from them
+    results = tmp_path / "results"
+    kept = {p.suffix for p in results.rglob("*") if p.is_file()}
+    assert kept <= {".json", ".npz", ".yaml", ".jsonl", ".png"} and not list(results.rglob("*.safetensors"))
+    fresh = plan | {"output_dir": str(tmp_path / "fresh"), "report": str(tmp_path / "docs" / "fresh.md")}
+    fresh_report, from_results = reproduce(write(tmp_path / "fresh.yaml", fresh), str(data_dir))
+    assert [o.action for o in from_results] == ["cached"] * len(from_results)
+    tables = [r.read_text().split("## Stages and time")[0].split("\n", 3)[3] for r in (report, fresh_report)]
+    assert tables[0] == tables[1]
+    assert not list((tmp_path / "fresh").rglob("*.safetensors"))
+    fresh["fit_max"] = 50  # the post-processed rows change; they need the encoder's weights, made again
+    _, refit = reproduce(write(tmp_path / "fresh.yaml", fresh), str(data_dir))
+    ran = [o.name for o in refit if o.action == "ran"]
+    assert ran[0] == "pretrain raw" and all("+" in n for n in ran[1:]) and len(ran) == 1 + 4
+
     plan["budget"]["training.max_steps"] = 6  # only the trained methods and their rows change
     _, changed = reproduce(write(tmp_path / "plan.yaml", plan), str(data_dir))
     ran = {o.name for o in changed if o.action == "ran"}
     assert not any(n.startswith(("pretrain", "measure raw: avg", "measure raw: cls")) for n in ran)
-    assert sum(n.startswith("train") for n in ran) == 11
+    assert sum(n.startswith("train") for n in ran) >= 11
     row = json.loads((tmp_path / "out" / "rows" / "raw" / "unsup-simcse" / "seed-3" / "row.json").read_text())
     assert [p[0] for p in row["trajectory"]] == [0, 2, 4, 6]
 
@@ -241,14 +266,17 @@ def test_claims_follow_their_rules_and_missing_rows_are_not_measured():
     unsup = measured("unsup", 70.0, 0.12, -2.5, 0.2, 0.30, 90.0)
     sup = measured("sup", 75.0, 0.09, -2.0, 0.3, 0.25, 80.0)
     whitening = measured("whitening", 60.0, 0.40, -3.5, 0.0, 0.90, 200.0)
-    verdicts = {v.claim.split(":")[0]: v.holds for v in judge(raw, raw, unsup, sup, whitening, None, raw)}
+    verdicts = {
+        v.claim.split(":")[0]: v.holds
+        for v in judge(raw, raw, unsup, sup, whitening, None, raw, unsup_same=unsup, sup_same=sup)
+    }
     assert verdicts["The raw MLM encoder is anisotropic"] is True
     assert verdicts["Unsup SimCSE improves uniformity while keeping alignment"] is True
     assert verdicts["Whitening improves uniformity but hurts alignment"] is True
     assert verdicts["Flow improves uniformity but hurts alignment"] is None
     assert verdicts["Supervised SimCSE improves alignment further"] is True
     assert verdicts["STS order of the paper"] is None  # flow is missing
-    assert verdicts["Unsup SimCSE beats whitening and flow"] is None
+    assert verdicts["Unsup SimCSE beats post-processing"] is None  # no post_best given
     worse = measured("unsup", 40.0, 0.30, -2.5, 0.2, 0.30, 90.0)  # alignment lost, STS fell
     verdicts = {v.claim: v.holds for v in judge(raw, raw, worse, sup, whitening, None, raw)}
     assert verdicts["Unsup SimCSE improves uniformity while keeping alignment"] is False
@@ -287,3 +315,24 @@ def test_the_sts_order_starts_from_the_baseline_post_processing_was_fitted_on():
     sup = measured("sup", 80.0, 0.22, -3.5, 0.09, 0.38, 295.0)
     verdicts = {v.claim.split(":")[0]: v.holds for v in judge(best, best, unsup, sup, whitening, flow, base)}
     assert verdicts["STS order of the paper"] is True
+
+
+def test_post_processing_is_judged_against_its_strongest_row_and_alignment_under_one_pooler():
+    raw = measured("raw", 50.0, 0.10, -1.0, 0.8, 0.05, 20.0)
+    unsup = measured("unsup", 70.0, 0.12, -2.5, 0.2, 0.30, 90.0)
+    sup = measured("sup", 75.0, 0.09, -2.0, 0.3, 0.25, 80.0)
+    weak = measured("avg_first_last + whitening", 60.0, 0.40, -3.5, 0.0, 0.90, 200.0)
+    strong = measured("cls_before_pooler + flow", 72.0, 0.40, -3.5, 0.0, 0.90, 200.0)
+    verdicts = {v.claim: v for v in judge(raw, raw, unsup, sup, weak, weak, raw, post_best=strong)}
+    beats = verdicts["Unsup SimCSE beats post-processing"]
+    assert beats.holds is False and "cls_before_pooler + flow" in beats.evidence  # 70 < 72, not 70 > 60
+    # the chosen rows differ in pooler: the claim reads the rows given under one pooler, not the chosen ones
+    unsup_avg = measured("unsup [avg]", 65.0, 0.30, -2.5, 0.2, 0.30, 90.0)
+    sup_avg = measured("sup [avg]", 72.0, 0.35, -2.0, 0.3, 0.25, 80.0)
+    verdicts = {
+        v.claim: v
+        for v in judge(raw, raw, unsup, sup, weak, weak, raw, unsup_same=unsup_avg, sup_same=sup_avg)
+    }
+    alignment = verdicts["Supervised SimCSE improves alignment further"]
+    assert alignment.holds is False and "their chosen poolers differ" in alignment.rule
+    assert "sup [avg]" in alignment.evidence

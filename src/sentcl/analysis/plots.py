@@ -125,3 +125,43 @@ def plot_curves(
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return _save(fig, path)
+
+
+def plot_leaderboard(
+    bars: Sequence[tuple[str, float, float | None]],
+    references: Sequence[tuple[str, float]],
+    path: str | Path,
+    metric: str = "STS-B train Spearman ×100",
+) -> Path:
+    """One horizontal bar per method (mean, with its standard deviation as an error bar), best at the top,
+    and each reference row (the untrained start, a post-processed encoder) as a vertical line."""
+    path = Path(path)
+    order = sorted(bars, key=lambda bar: bar[1])
+    fig, ax = plt.subplots(figsize=(7.5, 0.42 * len(order) + 1.6))
+    positions = np.arange(len(order))
+    ax.barh(
+        positions,
+        [b[1] for b in order],
+        xerr=[b[2] or 0.0 for b in order],
+        color="C0",
+        alpha=0.75,
+        capsize=3,
+    )
+    ax.set_yticks(positions, [b[0] for b in order])
+    styles = ["-", "--", ":", "-."]
+    for i, (label, value) in enumerate(references):
+        ax.axvline(value, color=f"C{i + 1}", linestyle=styles[i % len(styles)], label=f"{label}: {value:.2f}")
+    lows = [b[1] - (b[2] or 0.0) for b in order] + [v for _, v in references]
+    highs = [b[1] + (b[2] or 0.0) for b in order] + [v for _, v in references]
+    if lows:
+        margin = 0.1 * (max(highs) - min(lows) + 1.0)
+        ax.set_xlim(min(lows) - margin, max(highs) + margin)
+    ax.set_xlabel(metric)
+    if references:
+        ax.legend(loc="lower right", fontsize=8)
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -6,20 +6,36 @@ from the measured rows, document.py writes the Markdown report and its figures.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from sentcl.evaluation import resolve_data_dir
 from sentcl.reproduction.document import encoder_section, write_document
-from sentcl.reproduction.pipeline import StageOutcome, measure_rows, plan_rows
+from sentcl.reproduction.pipeline import (
+    StageOutcome,
+    export_results,
+    import_results,
+    measure_rows,
+    plan_rows,
+)
 from sentcl.reproduction.plan import Plan, load_plan
+
+logger = logging.getLogger(__name__)
 
 
 def reproduce(plan_path: str | Path, data_dir: str | None = None) -> tuple[Path, list[StageOutcome]]:
     plan: Plan = load_plan(plan_path)
     data = resolve_data_dir(data_dir)
     outcomes: list[StageOutcome] = []
+    imported = import_results(plan)
+    if imported:
+        logger.info("%d stages taken from %s", imported, plan.results)
     rows, pretrain_dirs, searches = plan_rows(plan, data, outcomes)
     results = measure_rows(plan, rows, data, outcomes)
+    used = [row.folder for row in rows] + [row.run_dir for row in rows if row.run_dir is not None]
+    used += [c.run_dir for search in searches for c in search.candidates]
+    used += [folder for folder in pretrain_dirs.values() if folder is not None]
+    export_results(plan, sorted(set(used)))
     sections, summary = [], ["## Summary", ""]
     for spec in plan.encoders:
         mine = [r for r in results if r.row.encoder == spec.name]

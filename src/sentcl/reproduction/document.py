@@ -16,9 +16,10 @@ from sentcl.analysis.plots import (
     PlanePoint,
     plot_alignment_uniformity,
     plot_cosine_density,
+    plot_leaderboard,
     plot_singular_values,
 )
-from sentcl.analysis.report import markdown_table
+from sentcl.analysis.report import ModelAnalysis, markdown_table
 from sentcl.atomic_write import atomic_file
 from sentcl.reproduction.claims import PAPER_STS, Measured, Verdict, judge
 from sentcl.reproduction.pipeline import MethodSearch, RowResult, StageOutcome, slug
@@ -119,24 +120,65 @@ def _sts_table(lines: Sequence[tuple[Measured, list[RowResult]]]) -> str:
 
 def _search_table(searches: Sequence[MethodSearch]) -> str:
     lines = [
-        "| method | setting | STS-B dev at step 0 | best STS-B dev | at step | chosen |",
-        "|---|---|---:|---:|---:|:---:|",
+        "| method | setting | precision | STS-B dev at step 0 | best STS-B dev | at step | of | chosen |",
+        "|---|---|---|---:|---:|---:|---:|:---:|",
     ]
     for search in searches:
         for index, c in enumerate(search.candidates):
             start = f"{c.start:.2f}" if c.start is not None else ""
             mark = "✔" if index == search.chosen else ""
-            lines.append(f"| {search.method} | {c.label} | {start} | {c.best:.2f} | {c.best_step} | {mark} |")
+            grown = " (grown)" if c.extension else ""
+            lines.append(
+                f"| {search.method} | {c.label}{grown} | {c.precision} | {start} | {c.best:.2f} | "
+                f"{c.best_step} | {c.steps} | {mark} |"
+            )
     return "\n".join(lines)
 
 
-def _roles(plan: Plan, lines: Sequence[tuple[Measured, list[RowResult]]]) -> dict[str, Measured | None]:
+def search_verdicts(searches: Sequence[MethodSearch]) -> str:
+    """Per method: is the chosen learning rate inside the grid, and the chosen checkpoint inside the run?"""
+    lines = ["| method | chosen setting | inside the grid | inside the run |", "|---|---|---|---|"]
+    for search in searches:
+        best = search.best
+        grid = (
+            "**no: the largest value tried; it may still improve beyond it**"
+            if search.at_edge
+            else "yes" + (" (after growing it)" if any(c.extension for c in search.candidates) else "")
+        )
+        if best.best_step == 0:
+            run = "the start (training never beat it)"
+        elif best.at_horizon:
+            run = f"**no: best at the last step ({best.best_step}); still improving at the horizon**"
+        else:
+            run = f"yes (best at step {best.best_step} of {best.steps})"
+        lines.append(f"| {search.method} | {best.label} | {grid} | {run} |")
+    return "\n".join(lines)
+
+
+#: the pooler of the paper's "first-last avg" row: the whitening and flow papers fit on it
+FIRST_LAST = "avg_first_last"
+
+
+def _roles(
+    plan: Plan, lines: Sequence[tuple[Measured, list[RowResult]]], searches: Sequence[MethodSearch] = ()
+) -> dict[str, Measured | None]:
+    """The rows each claim is judged on. ``post_base``: the paper's first-last avg baseline (avg_first_last
+    where measured, else the first baseline), with the whitening and flow fitted on it; ``post_best``: the
+    strongest post-processed row on STS-B train, whatever it was fitted on; ``unsup_same`` / ``sup_same``:
+    the two SimCSE rows under one test-time pooler (their chosen rows where those share it, else each one's
+    best seed-42 candidate under the pooler setting both searched)."""
     baselines = [(m, rs[0].row) for m, rs in lines if rs[0].row.kind == "baseline"]
     roles: dict[str, Measured | None] = {}
-    roles["post_base"] = baselines[0][0] if baselines else None
+    first_last = next((m for m, row in baselines if row.pooler == FIRST_LAST), None)
+    roles["post_base"] = first_last or (baselines[0][0] if baselines else None)
+    base_pooler = next((row.pooler for m, row in baselines if m is roles["post_base"]), None)
     roles["raw_best"] = max((m for m, _ in baselines), key=lambda m: m.dev, default=None)
     for name in ("whitening", "flow"):
-        roles[name] = next((m for m, rs in lines if rs[0].row.postprocess == name), None)
+        roles[name] = next(
+            (m for m, rs in lines if rs[0].row.postprocess == name and rs[0].row.pooler == base_pooler), None
+        )
+    post = [m for m, rs in lines if rs[0].row.postprocess]
+    roles["post_best"] = max(post, key=lambda m: m.train if m.train == m.train else m.dev, default=None)
     for role in ("unsup", "sup"):
         roles[role] = next(
             (m for m, rs in lines if rs[0].row.method and plan.methods[rs[0].row.method].role == role), None
@@ -144,7 +186,57 @@ def _roles(plan: Plan, lines: Sequence[tuple[Measured, list[RowResult]]]) -> dic
     unsup = roles["unsup"]
     same = [m for m, row in baselines if unsup is not None and row.pooler == unsup.pooler]
     roles["raw_same"] = same[0] if same else None
+    roles["unsup_same"], roles["sup_same"] = _same_pooler(plan, roles, searches)
     return roles
+
+
+def _same_pooler(
+    plan: Plan, roles: dict[str, Measured | None], searches: Sequence[MethodSearch]
+) -> tuple[Measured | None, Measured | None]:
+    unsup, sup = roles["unsup"], roles["sup"]
+    if unsup is None or sup is None:
+        return None, None
+    if unsup.pooler == sup.pooler:
+        return unsup, sup
+    by_role = {
+        plan.methods[search.method].role: search for search in searches if plan.methods[search.method].role
+    }
+    if "unsup" not in by_role or "sup" not in by_role:
+        return None, None
+    shared = [
+        p
+        for p in plan.methods[by_role["unsup"].method].poolers
+        if p in plan.methods[by_role["sup"].method].poolers
+    ]
+    if not shared:
+        return None, None
+    picked = []
+    for role in ("unsup", "sup"):
+        options = [c for c in by_role[role].candidates if c.pooler == shared[0]]
+        best = max(options, key=lambda c: c.best if c.best == c.best else float("-inf"))
+        picked.append(
+            _candidate_measured(f"{by_role[role].method} [{best.label}, seed {plan.seeds[0]}]", best)
+        )
+    return picked[0], picked[1]
+
+
+def _candidate_measured(label: str, candidate) -> Measured | None:
+    """A search candidate as a claims row: its STS-B dev and the geometry it logged at its best step."""
+    records = [
+        json.loads(line)
+        for line in (candidate.run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    ]
+    at_best = [r for r in records if r.get("step") == candidate.best_step and "geometry" in r]
+    if not at_best:
+        return None
+    geometry = at_best[-1]["geometry"]
+    analysis = ModelAnalysis(
+        label, candidate.best, geometry["align"], geometry["uniform"],
+        {k: v for k, v in geometry.items() if k not in ("align", "uniform")},
+        np.zeros(0), np.zeros(0), np.zeros(0),
+    )  # fmt: skip
+    return Measured(label, analysis, candidate.best, float("nan"), pooler=_test_pooler(candidate.run_dir))
 
 
 def _paper_table(roles: dict[str, Measured | None]) -> str:
@@ -202,7 +294,20 @@ def encoder_section(
         images / f"{key}_align_uniform.png",
     )
     plot_singular_values({a.label: a.singular_values for a in figures}, images / f"{key}_spectrum.png")
-    roles = _roles(plan, lines)
+    roles = _roles(plan, lines, searches)
+    bars = [
+        (m.label, m.train, m.train_std)
+        for m, rs in lines
+        if rs[0].row.kind == "method" and m.train == m.train
+    ]
+    references = [
+        (f"{tag} ({r.label})", r.train)
+        for tag, r in (("start", roles["raw_best"]), ("first-last avg", roles["post_base"]),
+                       ("best post-processed", roles["post_best"]))
+        if r is not None and r.train == r.train
+    ]  # fmt: skip
+    if bars:
+        plot_leaderboard(bars, references, images / f"{key}_leaderboard.png")
     density = [
         r for r in (roles["raw_best"], roles["whitening"], roles["flow"], roles["unsup"], roles["sup"]) if r
     ]
@@ -228,7 +333,10 @@ def encoder_section(
             "",
         ]
     verdicts = judge(
-        *(roles[r] for r in ("raw_same", "raw_best", "unsup", "sup", "whitening", "flow", "post_base"))
+        *(roles[r] for r in ("raw_same", "raw_best", "unsup", "sup", "whitening", "flow", "post_base")),
+        post_best=roles["post_best"],
+        unsup_same=roles["unsup_same"],
+        sup_same=roles["sup_same"],
     )
     missing = next((r.missing for r in results if r.missing), {})
     parts += [
@@ -241,6 +349,11 @@ def encoder_section(
         _sts_table(lines),
         "",
     ]
+    if bars:
+        parts += [
+            f"![leaderboard: STS-B train, mean ± std over the seeds]({link / f'{key}_leaderboard.png'})",
+            "",
+        ]
     if missing:
         parts += [
             "Absent from the data directory, so there is no 7-task average: "
@@ -264,6 +377,12 @@ def encoder_section(
             "(a run that never beats its start keeps the start model).",
             "",
             _search_table(searches),
+            "",
+            "Where each choice lies: a learning rate at the top of the grid makes the grid grow (the next "
+            "value, tried with the same pooler) until the choice is inside it or the extension list ends; a "
+            "best checkpoint at the last evaluation means the run was still improving when the budget ended.",
+            "",
+            search_verdicts(searches),
             "",
         ]
     if any(v.holds is not None for v in verdicts):  # an encoder with no trained rows judges nothing

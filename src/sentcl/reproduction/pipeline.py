@@ -28,10 +28,11 @@ from sentcl.config import ConfigError, apply_overrides, load_yaml
 from sentcl.embedder import CachedEmbedder, Embedder
 from sentcl.evaluation.sts import STSEvaluator, correlate, cosine_scores
 from sentcl.evaluation.sts_data import load_task
+from sentcl.hardware import choose_autocast, detect
 from sentcl.model import SentenceEncoder
 from sentcl.postprocess import POSTPROCESSORS, PostProcessedEmbedder, fit_postprocessor
 from sentcl.postprocess.corpus import fit_corpus
-from sentcl.reproduction.plan import MODEL_OF, EncoderSpec, MethodSpec, Plan, as_overrides
+from sentcl.reproduction.plan import MODEL_OF, EncoderSpec, MethodSpec, Plan, as_overrides, setting_label
 from sentcl.training import train
 from sentcl.training.pretrain import load_pretrain_recipe, pretrain, replace_pretrain_training
 from sentcl.training.recipe import recipe_from_dict, replace_training
@@ -84,11 +85,15 @@ class Stage:
     key left a checkpoint. The folder is wiped before a fresh run, so no output of another key survives.
     """
 
-    def __init__(self, folder: Path, key: str, name: str, outcomes: list[StageOutcome]):
+    def __init__(self, folder: Path, key: str, name: str, outcomes: list[StageOutcome], force: bool = False):
+        """``force``: run it again though it is done (its outputs, weights among them, are needed and absent:
+        the stage came from the plan's committed results)."""
         self.folder, self.key, self.name, self.outcomes = folder, key, name, outcomes
         record = read_stage(folder)
-        self.needed = not (record.get("key") == key and record.get("done"))
-        self.resume = self.needed and record.get("key") == key and (folder / "checkpoint").is_dir()
+        self.needed = force or not (record.get("key") == key and record.get("done"))
+        self.resume = (
+            not force and self.needed and record.get("key") == key and (folder / "checkpoint").is_dir()
+        )
         self.record = record
         self.started = 0.0
 
@@ -166,6 +171,18 @@ def _without_places(recipe: dict) -> dict:
     return recipe
 
 
+def _relative(value: Any, root: Path) -> Any:
+    """``value`` with every path under ``root`` written relative to it: a stage's key does not depend on
+    where the plan's output lives (the upstream stages' keys already name what those folders hold)."""
+    if isinstance(value, dict):
+        return {k: _relative(v, root) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_relative(v, root) for v in value]
+    if isinstance(value, str) and Path(value).is_relative_to(root):
+        return "<output_dir>/" + Path(value).relative_to(root).as_posix()
+    return value
+
+
 def pretrain_key(spec: EncoderSpec) -> str:
     """The pre-training stage's key: its recipe with the overrides, less where it is written and where
     its evaluation data is found."""
@@ -183,18 +200,39 @@ def build_encoder(
     overrides = as_overrides(spec.overrides)
     key = pretrain_key(spec)
     folder = plan.output_dir / "encoders" / slug(spec.name)
-    with Stage(folder, key, f"pretrain {spec.name}", outcomes) as stage:
-        if stage.needed:
-            config = load_pretrain_recipe(spec.pretrain, overrides)
-            config = replace_pretrain_training(
-                config,
-                output_dir=str(folder),
-                overwrite_output_dir=True,
-                resume=stage.resume,
-                eval_data_dir=str(data_dir),
-            )
-            pretrain(config)
+
+    def produce(force: bool = False) -> None:
+        with Stage(folder, key, f"pretrain {spec.name}", outcomes, force) as stage:
+            if stage.needed:
+                config = load_pretrain_recipe(spec.pretrain, overrides)
+                config = replace_pretrain_training(
+                    config,
+                    output_dir=str(folder),
+                    overwrite_output_dir=True,
+                    resume=stage.resume,
+                    eval_data_dir=str(data_dir),
+                )
+                pretrain(config)
+
+    produce()
+    plan.producers[str(folder / "model")] = lambda: produce(force=True)
     return str(folder / "model"), key, folder
+
+
+def ensure_weights(plan: Plan, model: str) -> None:
+    """Before a stage reads ``model`` (a model or run folder): where its weights are absent because its
+    stage came from the committed results, run that stage again (same key, same seeds)."""
+    path = Path(model)
+    if any((candidate / "config.json").is_file() for candidate in (path, path / "model")):
+        return
+    for candidate in (path, path / "model"):
+        producer = plan.producers.get(str(candidate))
+        if producer is not None:
+            logger.info(
+                "%s: no weights here (its stage came from %s): running it again", candidate, plan.results
+            )
+            producer()
+            return
 
 
 def _resolve(method: MethodSpec, chosen: dict[str, tuple[Path, str]]) -> tuple[dict[str, Any], list[str]]:
@@ -229,18 +267,27 @@ def train_run(
     settings = {**plan.budget, **overrides, "training.seed": seed}
     apply_overrides(recipe, as_overrides(settings))
     recipe.setdefault("model", {})["name_or_path"] = model
-    key = stage_key("train", _without_places(recipe), upstream)
-    with Stage(folder, key, name, outcomes) as stage:
-        if stage.needed:
-            config = recipe_from_dict(recipe)
-            config = replace_training(
-                config,
-                output_dir=str(folder),
-                overwrite_output_dir=True,
-                resume=stage.resume,
-                eval_data_dir=str(data_dir),
-            )
-            train(config)
+    key = stage_key("train", _relative(_without_places(recipe), plan.output_dir), upstream)
+    # the precision this machine trains in, decided now and written into the run's config.yaml, where the
+    # report reads it: not part of the key, so committed results stay valid on a CPU without native bf16
+    # (a stage run again there trains in fp32, and its row says so)
+    training = recipe.setdefault("training", {})
+    training["autocast"] = choose_autocast(training.get("autocast", "auto"), detect("cpu"))[0]
+
+    def produce(force: bool = False) -> None:
+        with Stage(folder, key, name, outcomes, force) as stage:
+            if stage.needed:
+                ensure_weights(plan, model)
+                for value in overrides.values():  # {model_of: …} resolved to another run's folder
+                    if isinstance(value, str) and str(value).startswith(str(plan.output_dir)):
+                        ensure_weights(plan, value)
+                train(replace_training(
+                    recipe_from_dict(recipe), output_dir=str(folder), overwrite_output_dir=True,
+                    resume=stage.resume, eval_data_dir=str(data_dir),
+                ))  # fmt: skip
+
+    produce()
+    plan.producers[str(folder)] = lambda: produce(force=True)
     return key
 
 
@@ -255,6 +302,14 @@ class Candidate:
     best: float  # the best STS-B dev of the run (step 0 included when the budget makes it a candidate)
     best_step: int | None
     start: float | None  # STS-B dev at step 0
+    pooler: str = ""  # the plan's pooler setting it was trained with ("" = the recipe's)
+    steps: int | None = None  # the run's last step: a best there is at the horizon
+    precision: str = ""  # the training precision the run used (training.autocast as resolved)
+    extension: bool = False  # tried because the grid's end was chosen
+
+    @property
+    def at_horizon(self) -> bool:
+        return self.best_step is not None and self.best_step == self.steps and self.best_step > 0
 
 
 @dataclass
@@ -263,14 +318,27 @@ class MethodSearch:
     method: str
     candidates: list[Candidate]
     chosen: int  # index into candidates
+    #: search keys whose chosen value is still the largest tried: the optimum may lie beyond the grid
+    at_edge: list[str] = field(default_factory=list)
+
+    @property
+    def best(self) -> Candidate:
+        return self.candidates[self.chosen]
 
 
-def read_candidate(label: str, overrides: dict[str, Any], run_dir: Path, key: str) -> Candidate:
+def read_candidate(
+    label: str, overrides: dict[str, Any], run_dir: Path, key: str, pooler: str = "", extension: bool = False
+) -> Candidate:
     summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
     metric = summary.get("primary_metric")
     best = (summary.get("best_metrics") or {}).get(metric, float("nan"))
     start = (summary.get("initial_metrics") or {}).get(metric)
-    return Candidate(label, overrides, run_dir, key, float(best), summary.get("best_step"), start)
+    config = load_yaml(run_dir / "config.yaml")
+    precision = {"bfloat16": "bf16", "none": "fp32"}.get(config.get("training", {}).get("autocast"), "")
+    return Candidate(
+        label, overrides, run_dir, key, float(best), summary.get("best_step"), start, pooler,
+        summary.get("steps"), precision, extension,
+    )  # fmt: skip
 
 
 def choose(candidates: list[Candidate]) -> int:
@@ -304,14 +372,34 @@ def search_method(
 
     first, *others = plan.seeds
     candidates = []
-    for label, overrides in plan.candidates(method):
-        settings = {**resolved, **overrides}
-        candidates.append(read_candidate(label, settings, *run(label, settings, first)))
+    for pooler in method.poolers or [""]:
+        for label, overrides in plan.candidates(method, poolers=[pooler] if pooler else []):
+            settings = {**resolved, **overrides}
+            candidates.append(read_candidate(label, settings, *run(label, settings, first), pooler=pooler))
     index = choose(candidates)
+    at_edge = []
+    for key, extra in plan.extend.items():  # the grid grows while its largest value is the choice
+        tried = list(plan.search[key])
+        for value in [*extra, None]:
+            best = candidates[index]
+            if best.overrides.get(key) != tried[-1]:
+                break  # interior
+            if value is None:
+                at_edge.append(key)  # still the largest after every extension
+                break
+            label = best.label.replace(setting_label(key, tried[-1]), setting_label(key, value))
+            settings = best.overrides | {key: value}
+            candidates.append(
+                read_candidate(
+                    label, settings, *run(label, settings, first), pooler=best.pooler, extension=True
+                )
+            )
+            tried.append(value)
+            index = choose(candidates)
     best = candidates[index]
     runs = [(first, best.run_dir, best.key)]
     runs += [(seed, *run(best.label, best.overrides, seed)) for seed in others]
-    return MethodSearch(spec.name, method.name, candidates, index), runs
+    return MethodSearch(spec.name, method.name, candidates, index, at_edge), runs
 
 
 def plan_rows(
@@ -327,10 +415,12 @@ def plan_rows(
         pretrain_dirs[spec.name] = pretrain_dir
         for pooler in spec.baselines:
             rows.append(Row(spec.name, pooler, "baseline", model, pooler=pooler, upstream=key))
-        for name in spec.postprocess:
-            pooler = spec.baselines[0]
-            label = f"{pooler} + {name}"
-            rows.append(Row(spec.name, label, "postprocess", model, pooler, postprocess=name, upstream=key))
+        for pooler in spec.postprocess_on:
+            for name in spec.postprocess:
+                label = f"{pooler} + {name}"
+                rows.append(
+                    Row(spec.name, label, "postprocess", model, pooler, postprocess=name, upstream=key)
+                )
         chosen: dict[str, tuple[Path, str]] = {}
         for name in spec.methods:
             search, runs = search_method(
@@ -426,6 +516,7 @@ def measure_rows(
                 cache_key = (row.model, row.pooler)
                 embedder: Embedder | None = embedders.get(cache_key)
                 if embedder is None:
+                    ensure_weights(plan, row.model)
                     cached = CachedEmbedder(SentenceEncoder.load(row.model, pooler=row.pooler))
                     if row.kind != "method":  # a trained model has one row: nothing to share, keep nothing
                         embedders[cache_key] = cached
@@ -441,3 +532,52 @@ def measure_rows(
                 save_result(measure(row, embedder, data_dir), row.folder)
         results.append(load_result(row, row.folder))
     return results
+
+
+#: what a stage folder keeps that the report is made from: small, no weights (``Plan.results``)
+RESULT_FILES = (
+    "stage.json",
+    "row.json",
+    "arrays.npz",
+    "summary.json",
+    "config.yaml",
+    "metrics.jsonl",
+    "mlm_loss.png",
+)
+
+
+def import_results(plan: Plan) -> int:
+    """Copy the committed stages (``plan.results``) into ``plan.output_dir`` where that stage is not there
+    yet: a fresh checkout then regenerates the report from them and runs only the stages whose key
+    changed (their weights, where a later stage needs them, are made again: ``ensure_weights``). A stage
+    already in ``output_dir`` is left as it is. Returns how many stages were copied."""
+    if plan.results is None or not plan.results.is_dir():
+        return 0
+    copied = 0
+    for record in sorted(plan.results.rglob(STAGE_FILE)):
+        source = record.parent
+        target = plan.output_dir / source.relative_to(plan.results)
+        if (target / STAGE_FILE).exists():
+            continue
+        target.mkdir(parents=True, exist_ok=True)
+        for name in sorted(RESULT_FILES, key=lambda n: n == STAGE_FILE):  # stage.json last: done = complete
+            if (source / name).is_file():
+                shutil.copyfile(source / name, target / name)
+        copied += 1
+    return copied
+
+
+def export_results(plan: Plan, folders: list[Path]) -> None:
+    """Write the small files of the stages this report used into ``plan.results`` (replacing it whole)."""
+    if plan.results is None:
+        return
+    from sentcl.atomic_write import atomic_folder
+
+    with atomic_folder(plan.results, "reproduction results", overwrite=False) as tmp:
+        for folder in folders:
+            for name in RESULT_FILES:
+                source = folder / name
+                if source.is_file():
+                    target = tmp / folder.relative_to(plan.output_dir) / name
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(source, target)

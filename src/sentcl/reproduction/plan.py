@@ -11,6 +11,10 @@
       training.max_steps: 250
     search:                               # the grid every method is searched over (seed: seeds[0])
       training.learning_rate: [1.0e-5, 3.0e-5, 1.0e-4]
+    extend:                               # tried one at a time while the choice is the largest value tried
+      training.learning_rate: [3.0e-4, 1.0e-3]
+    results: configs/reproduce/results/cpu   # the stages' small files (JSON, arrays, logs; no weights),
+                                             # committed: the report regenerates without retraining
     seeds: [42, 43, 44]                   # the chosen setting is trained with each seed
     poolers:                              # named pooler settings methods pick from
       cls+mlp: {model.pooler: cls, model.mlp_only_train: true}
@@ -19,7 +23,8 @@
       raw-4L-256:
         pretrain: configs/pretrain/raw_bert_4l_256.yaml   # or  model: a folder / hub id
         baselines: [avg_first_last, cls_before_pooler]   # poolers measured without training
-        postprocess: [whitening, flow, abtt]             # fitted on the first baseline
+        postprocess: [whitening, flow, abtt]             # fitted on each of postprocess_on
+        postprocess_on: [avg_first_last, cls_before_pooler]  # default: the first baseline
         methods: all                                     # or a list of names from `methods`
     methods:
       unsup SimCSE:
@@ -31,13 +36,16 @@
         overrides:                        # {model_of: a method}: that method's chosen model (seeds[0])
           objective.complementary_model: {model_of: unsup SimCSE}
 
-Every method gets the same search: each pooler × each grid point, trained with ``seeds[0]``; the
-candidate with the best STS-B dev (the budget evaluates at step 0 too, and step 0 is a candidate) is
-trained again with the other seeds. Every problem is a :class:`ConfigError` naming the file and the key.
+Every method gets the same search: each pooler × each grid point, trained with ``seeds[0]``; while the
+best candidate's value of an ``extend`` key is the largest tried, the next value is tried with its pooler
+(so the choice ends inside the grid, or at its end, which the report says); the candidate with the best
+STS-B dev (the budget evaluates at step 0 too, and step 0 is a candidate) is trained again with the other
+seeds. Every problem is a :class:`ConfigError` naming the file and the key.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,12 +67,23 @@ _TOP_KEYS = {
     "fit_max",
     "budget",
     "search",
+    "extend",
+    "results",
     "seeds",
     "poolers",
     "encoders",
     "methods",
 }
-_ENCODER_KEYS = {"pretrain", "model", "overrides", "baselines", "postprocess", "methods", "note"}
+_ENCODER_KEYS = {
+    "pretrain",
+    "model",
+    "overrides",
+    "baselines",
+    "postprocess",
+    "postprocess_on",
+    "methods",
+    "note",
+}
 _METHOD_KEYS = {"recipe", "overrides", "note", "role", "poolers"}
 #: a method override whose value is ``{model_of: NAME}``: the model of method NAME's chosen run
 MODEL_OF = "model_of"
@@ -95,6 +114,8 @@ class EncoderSpec:
     overrides: dict[str, Any] = field(default_factory=dict)  # for the pretrain recipe
     baselines: list[str] = field(default_factory=list)
     postprocess: list[str] = field(default_factory=list)
+    #: the baselines the post-processors are fitted on (default: the first)
+    postprocess_on: list[str] = field(default_factory=list)
     methods: list[str] = field(default_factory=list)
     note: str = ""
 
@@ -116,24 +137,38 @@ class Plan:
     search: dict[str, list[Any]] = field(default_factory=dict)
     seeds: list[int] = field(default_factory=lambda: [42])
     poolers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: values of a search key tried one at a time while the choice is the largest value tried
+    extend: dict[str, list[Any]] = field(default_factory=dict)
+    #: where the stages' small files are kept (committed), or None
+    results: Path | None = None
+    #: while a plan runs: model folder → a call that runs its stage again (pipeline.ensure_weights)
+    producers: dict[str, Callable[[], None]] = field(default_factory=dict, repr=False, compare=False)
 
-    def candidates(self, method: MethodSpec) -> list[tuple[str, dict[str, Any]]]:
-        """(label, overrides) of every setting ``method`` is searched over: its poolers × the grid."""
-        poolers = [(name, self.poolers[name]) for name in method.poolers] or [("", {})]
+    def candidates(
+        self, method: MethodSpec, search: dict[str, list[Any]] | None = None, poolers: list[str] | None = None
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """(label, overrides) of every setting ``method`` is searched over: its poolers × the grid (or the
+        given ``search`` values and ``poolers``, for an extension of the grid)."""
+        names = method.poolers if poolers is None else poolers
+        settings = [(name, self.poolers[name]) for name in names] or [("", {})]
         grid: list[tuple[str, dict[str, Any]]] = [("", {})]
-        for key, values in self.search.items():
-            short = key.rsplit(".", 1)[-1].replace("learning_rate", "lr")
+        for key, values in (self.search if search is None else search).items():
             grid = [
-                (f"{label}, {short} {value:g}" if isinstance(value, float) else f"{label}, {short} {value}",
-                 overrides | {key: value})
+                (f"{label}, {setting_label(key, value)}", overrides | {key: value})
                 for label, overrides in grid
                 for value in values
-            ]  # fmt: skip
+            ]
         return [
             ((pooler + label).strip(", ") or "recipe", pooler_overrides | overrides)
-            for pooler, pooler_overrides in poolers
+            for pooler, pooler_overrides in settings
             for label, overrides in grid
         ]
+
+
+def setting_label(key: str, value: Any) -> str:
+    """``training.learning_rate``, 1e-4 → ``lr 0.0001``: how a search value reads in a setting's name."""
+    short = key.rsplit(".", 1)[-1].replace("learning_rate", "lr")
+    return f"{short} {value:g}" if isinstance(value, float) else f"{short} {value}"
 
 
 def _mapping(value: Any, where: str) -> dict:
@@ -212,6 +247,10 @@ def load_plan(path: str | Path) -> Plan:
                 raise ConfigError(f"{key}.postprocess: {name_pp!r} is not one of {', '.join(POSTPROCESSORS)}")
         if postprocess and not baselines:
             raise ConfigError(f"{key}.postprocess: needs a baseline pooler to post-process")
+        postprocess_on = _names(spec.get("postprocess_on"), f"{key}.postprocess_on") or baselines[:1]
+        for pooler in postprocess_on:
+            if pooler not in baselines:
+                raise ConfigError(f"{key}.postprocess_on: {pooler!r} is not one of its baselines")
         chosen = spec.get("methods", "all")
         chosen = list(methods) if chosen == "all" else _names(chosen, f"{key}.methods")
         for position, method in enumerate(chosen):
@@ -230,6 +269,7 @@ def load_plan(path: str | Path) -> Plan:
                 overrides=_mapping(spec.get("overrides"), f"{key}.overrides"),
                 baselines=baselines,
                 postprocess=postprocess,
+                postprocess_on=postprocess_on if postprocess else [],
                 methods=chosen,
                 note=str(spec.get("note", "")),
             )
@@ -243,6 +283,15 @@ def load_plan(path: str | Path) -> Plan:
     for name, values in search.items():
         if not isinstance(values, list) or not values:
             raise ConfigError(f"{where}search.{name}: expected a non-empty list of values")
+    extend = _mapping(data.get("extend"), f"{where}extend")
+    for name, values in extend.items():
+        if name not in search:
+            raise ConfigError(f"{where}extend.{name}: extends a key that search does not list")
+        if not isinstance(values, list) or not values:
+            raise ConfigError(f"{where}extend.{name}: expected a non-empty list of values")
+        tried = [*search[name], *values]
+        if sorted(tried) != tried or len(set(tried)) != len(tried):
+            raise ConfigError(f"{where}extend.{name}: values must rise beyond the search's largest")
     seeds = data.get("seeds", [42])
     if not isinstance(seeds, list) or not seeds or not all(isinstance(x, int) for x in seeds):
         raise ConfigError(f"{where}seeds: expected a non-empty list of integers")
@@ -270,6 +319,8 @@ def load_plan(path: str | Path) -> Plan:
         search=search,
         seeds=seeds,
         poolers=pooler_settings,
+        extend=extend,
+        results=Path(data["results"]) if data.get("results") else None,
     )
 
 

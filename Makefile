@@ -59,8 +59,12 @@ bench: $(STAMP)
 # The seeds' findings at CPU scale (docs/reproduction.md): makes two MLM encoders, then measures baselines,
 # post-processing and every method under one protocol (a search, 3 seeds); stages are cached in runs/reproduce,
 # so a re-run only redoes what changed.
-reproduce: $(STAMP)
+reproduce: $(STAMP) runs/data/ease_redocred.tsv
 	$(BIN)/sentcl reproduce configs/reproduce/cpu.yaml
+
+# EASE's (sentence, entity, hard-negative entity) rows from the shared Re-DocRED copy
+runs/data/ease_redocred.tsv: $(STAMP)
+	$(BIN)/python scripts/ease_pairs.py $@
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache

@@ -27,8 +27,9 @@ import numpy as np
 import torch
 
 from sentcl.config import ConfigError
-from sentcl.data.collate import Batch, DataConfig, collate_views, rank_slice
+from sentcl.data.collate import Batch, collate_views, rank_slice
 from sentcl.data.readers import DataError, iter_records
+from sentcl.data.recipe import DataConfig
 
 
 class StreamingDataset:

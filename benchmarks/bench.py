@@ -181,7 +181,7 @@ def part_train_sentcl(device: str, padded: bool = False) -> dict:
                     "output_dir": f"{tmp}/run", "batch_size": BATCH, "learning_rate": LR,
                     "max_steps": WARMUP + STEPS, "eval_steps": 0, "logging_steps": 1, "seed": 42,
                     # on the CPU the default (auto: bf16 where the CPU multiplies it natively)
-                    "device": device, "autocast": "bfloat16" if device == "cuda" else "auto",
+                    "device": device, "autocast": "bf16" if device == "cuda" else "auto",
                 },
             }
         )  # fmt: skip
@@ -205,9 +205,9 @@ def part_train_sentcl(device: str, padded: bool = False) -> dict:
 
 
 def _auto_picks_bf16(device: str) -> bool:
-    from sentcl.hardware import choose_autocast, detect
+    from sentcl import precision
 
-    return choose_autocast("auto", detect(device))[0] == "bfloat16"
+    return precision.decide("auto", device) == "bf16"
 
 
 def part_train_st(device: str) -> dict:

@@ -5,7 +5,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from sentcl.hardware import Hardware, choose_autocast, detect
+from sentcl import precision
+from sentcl.config import ConfigError
+from sentcl.hardware import Hardware, detect
 
 ZEN1 = Hardware("cpu", "AVX2", frozenset({"avx2", "fma"}), mkldnn_bf16=False)
 ZEN3 = Hardware("cpu", "AVX2", frozenset({"avx2", "fma", "vaes"}), mkldnn_bf16=False)
@@ -21,23 +23,44 @@ H100 = Hardware("cuda", cuda_capability=(9, 0), name="H100")
 @pytest.mark.parametrize(
     ("hardware", "chosen", "words"),
     [
-        (ZEN1, "none", "no native bf16"),
-        (ZEN3, "none", "no native bf16"),
-        (ZEN4, "bfloat16", "avx512_bf16"),
-        (SAPPHIRE_RAPIDS, "bfloat16", "amx_bf16"),
-        (EMULATED, "none", "no native bf16"),  # the flag alone is not enough: oneDNN must run it
-        (V100, "none", "compute capability 8.0"),
-        (H100, "bfloat16", "9.0"),
+        (ZEN1, "fp32", "no native bf16"),
+        (ZEN3, "fp32", "no native bf16"),
+        (ZEN4, "bf16", "avx512_bf16"),
+        (SAPPHIRE_RAPIDS, "bf16", "amx_bf16"),
+        (EMULATED, "fp32", "no native bf16"),  # the flag alone is not enough: oneDNN must run it
+        (V100, "fp32", "compute capability 8.0"),
+        (H100, "bf16", "9.0"),
     ],
 )
 def test_auto_picks_bf16_only_where_it_is_native(hardware, chosen, words):
-    kind, reason = choose_autocast("auto", hardware)
+    kind, reason = precision.choose("auto", hardware)
     assert kind == chosen and words in reason
 
 
 def test_an_explicit_setting_is_kept_whatever_the_hardware():
-    assert choose_autocast("none", ZEN4)[0] == "none"
-    assert choose_autocast("bfloat16", ZEN1)[0] == "bfloat16"
+    assert precision.choose("fp32", ZEN4)[0] == "fp32"
+    assert precision.choose("bf16", ZEN1)[0] == "bf16"
+    assert precision.choose("none", ZEN4)[0] == "fp32"  # the spellings of earlier recipes
+    assert precision.choose("bfloat16", ZEN1)[0] == "bf16"
+
+
+def test_one_vocabulary_and_auto_decided_once(caplog):
+    assert [precision.canonical(n) for n in ("none", "bfloat16", "fp32", "int8")] == [
+        "fp32",
+        "bf16",
+        "fp32",
+        "int8",
+    ]
+    with pytest.raises(ConfigError, match=r"training.autocast: 'int8' is not one of fp32, bf16, auto"):
+        precision.canonical("int8", "training.autocast", precision.TRAINING)
+    with pytest.raises(ConfigError, match=r"--dtype: 'fp8' is not one of"):
+        precision.canonical("fp8", "--dtype")
+    precision._auto.cache_clear()
+    with caplog.at_level("INFO", logger="sentcl.precision"):
+        first = precision.decide("auto", "cpu")
+        assert all(precision.decide("auto", "cpu") == first for _ in range(3))
+    assert sum("precision auto:" in r.getMessage() for r in caplog.records) == 1  # detected and said once
+    assert first == precision.choose("auto", detect("cpu"))[0]
 
 
 def test_vnni_is_read_from_the_flags():

@@ -5,7 +5,7 @@ instruction-set flags of ``/proc/cpuinfo`` (``avx512_bf16`` / ``amx_bf16`` for n
 ``avx512_vnni`` / ``avx_vnni`` / ``amx_int8`` for int8 dot products) and whether oneDNN runs bf16 here.
 GPU: the compute capability (bf16 tensor cores from 8.0, Ampere).
 
-``choose_autocast`` turns that into the precision of the forward passes, with the reason in words.
+``sentcl.precision`` turns that into the precision of the forward passes, with the reason in words.
 """
 
 from __future__ import annotations
@@ -74,15 +74,3 @@ def detect(device: torch.device | str = "cpu") -> Hardware:
             name=torch.cuda.get_device_name(index),
         )
     return Hardware("cpu", torch.backends.cpu.get_cpu_capability(), _cpu_flags(), _mkldnn_bf16())
-
-
-def choose_autocast(setting: str, hardware: Hardware) -> tuple[str, str]:
-    """``training.autocast`` → ("bfloat16" | "none", why). ``auto`` picks bf16 only where the hardware
-    multiplies bf16 natively; elsewhere bf16 is emulated and slower than fp32."""
-    if setting != "auto":
-        return setting, "as the recipe says"
-    if hardware.native_bf16:
-        return "bfloat16", f"{hardware.describe()}: native bf16 products"
-    if hardware.device == "cuda":
-        return "none", f"{hardware.describe()}: no bf16 tensor cores before compute capability 8.0"
-    return "none", f"{hardware.describe()}: no native bf16 (no avx512_bf16 / amx_bf16), fp32 is faster"

@@ -198,18 +198,22 @@ def test_dim_keeps_a_prefix_and_is_checked(tmp_path, tiny_model_dir, capsys):
 def test_encode_index_and_serve_default_to_the_precision_the_hardware_runs_natively(
     tiny_model_dir, tmp_path, caplog, monkeypatch, native, chosen
 ):
-    import sentcl.model.encoder as encoder_module
+    from sentcl import precision
     from sentcl.cli.main import build_parser
     from sentcl.hardware import Hardware
 
     flags = frozenset({"avx512f", "avx512_bf16"} if native else {"avx2"})
     forced = Hardware("cpu", "AVX512" if native else "AVX2", flags, mkldnn_bf16=native)
-    monkeypatch.setattr(encoder_module, "detect", lambda device: forced)
+    monkeypatch.setattr(precision, "detect", lambda device: forced)
+    precision._auto.cache_clear()  # auto is decided once per process: forget the real machine's answer
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(SENTENCES) + "\n")
-    with caplog.at_level("INFO", logger="sentcl.model.encoder"):
-        assert main(["encode", str(tiny_model_dir), str(corpus), "--out", str(tmp_path / "e.npy")]) == 0
-    assert f"--dtype auto: {chosen}" in caplog.text
+    try:
+        with caplog.at_level("INFO", logger="sentcl.precision"):
+            assert main(["encode", str(tiny_model_dir), str(corpus), "--out", str(tmp_path / "e.npy")]) == 0
+    finally:
+        precision._auto.cache_clear()
+    assert f"precision auto: {chosen}" in caplog.text
     parser = build_parser()
     for command in (["index", "m", "c", "--out", "o"], ["serve", "m"]):
         assert parser.parse_args(command).dtype == "auto"

@@ -109,7 +109,8 @@ def test_raw_model_defaults_to_avg_and_run_folder_resolves_to_its_model(tmp_path
 
 
 def test_inference_dtypes_keep_fp32_outputs_close_to_fp32(tiny_model_dir):
-    from sentcl.hardware import choose_autocast, detect
+    from sentcl import precision
+    from sentcl.model import for_inference
 
     texts = ["a dog runs in the park", "two children eat food", "a red car"]
     fp32 = SentenceEncoder.load(str(tiny_model_dir)).encode(texts)
@@ -118,14 +119,16 @@ def test_inference_dtypes_keep_fp32_outputs_close_to_fp32(tiny_model_dir):
     out = bf16.encode(texts)
     assert out.dtype == np.float32 and not np.array_equal(out, fp32)  # bf16 products, fp32 vectors
     np.testing.assert_allclose(out, fp32, atol=0.05)
-    int8 = SentenceEncoder.load(str(tiny_model_dir)).with_dtype("int8")  # ONNX Runtime's int8 (test_onnx)
+    int8 = for_inference(SentenceEncoder.load(str(tiny_model_dir)), "int8")  # ONNX Runtime's (test_onnx)
     assert int8.precision == "int8"
     np.testing.assert_allclose(int8.encode(texts), fp32, atol=0.1)
     auto = SentenceEncoder.load(str(tiny_model_dir)).with_dtype("auto")
-    expected = torch.bfloat16 if choose_autocast("auto", detect("cpu"))[0] == "bfloat16" else None
+    expected = torch.bfloat16 if precision.decide("auto", "cpu") == "bf16" else None
     assert auto.inference_autocast is expected
-    with pytest.raises(ValueError, match="not one of auto, fp32, bf16, int8"):
+    with pytest.raises(ValueError, match="'fp8' is not one of fp32, bf16, int8, auto"):
         SentenceEncoder.load(str(tiny_model_dir)).with_dtype("fp8")
+    with pytest.raises(ValueError, match="int8 runs in ONNX Runtime"):
+        SentenceEncoder.load(str(tiny_model_dir)).with_dtype("int8")
 
 
 @pytest.mark.parametrize("batch_size", [0, -1])

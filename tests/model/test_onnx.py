@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from sentcl.cli.main import main
-from sentcl.model import ModelConfig, ModelLoadError, SentenceEncoder
-from sentcl.model.onnx import ONNX_FILE, OnnxEncoder, export_onnx, load_encoder
+from sentcl.model import ModelConfig, ModelLoadError, SentenceEncoder, load_encoder
+from sentcl.model.onnx import ONNX_FILE, OnnxEncoder, export_onnx
 
 TEXTS = ["a man plays the guitar", "the dog runs on the street", "a woman reads a book", "red"]
 

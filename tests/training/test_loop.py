@@ -368,7 +368,8 @@ def test_autocast_auto_says_which_precision_and_why(
 ):
     import logging
 
-    from sentcl.hardware import choose_autocast, detect
+    from sentcl import precision
+    from sentcl.hardware import detect
 
     with caplog.at_level(logging.INFO, logger="sentcl.training.loop"):
         train(
@@ -382,9 +383,24 @@ def test_autocast_auto_says_which_precision_and_why(
                 autocast="auto",
             )
         )
-    chosen, reason = choose_autocast("auto", detect("cpu"))
+    chosen, reason = precision.choose("auto", detect("cpu"))
     line = next(r.getMessage() for r in caplog.records if "training.autocast auto" in r.getMessage())
-    assert line == f"training.autocast auto: {'bf16' if chosen == 'bfloat16' else 'fp32'} ({reason})"
+    assert line == f"training.autocast auto: {chosen} ({reason})"
+
+
+def test_a_recipe_of_an_earlier_version_keeps_its_precision(
+    tmp_path, tiny_model_dir, wiki_file, stsb_data_dir
+):
+    """config.yaml files and recipes say none / bfloat16: read as fp32 / bf16, written in the new names."""
+    import yaml
+
+    old = recipe(tiny_model_dir, wiki_file, tmp_path / "run", stsb_data_dir, max_steps=1, eval_steps=0,
+                 autocast="none")  # fmt: skip
+    assert old.training.autocast == "fp32"
+    train(old)
+    assert yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())["training"]["autocast"] == "fp32"
+    with pytest.raises(ConfigError, match=r"training.autocast: 'int8' is not one of fp32, bf16, auto"):
+        recipe(tiny_model_dir, wiki_file, tmp_path / "x", stsb_data_dir, autocast="int8")
 
 
 @pytest.mark.parametrize("name", ["metrics.jsonl", "summary.json", "model"])

@@ -23,9 +23,11 @@ from sentcl.evaluation.senteval_protocols import PROTOCOLS
 from sentcl.evaluation.suite import EvaluationSuite
 from sentcl.evaluation.transfer import TransferDataError
 from sentcl.model import POOLERS, ModelLoadError, SentenceEncoder
-from sentcl.model.onnx import OnnxEncoder, export_onnx, load_encoder
+from sentcl.model.inference import for_inference, load_encoder
+from sentcl.model.onnx import OnnxEncoder, export_onnx
 from sentcl.postprocess import POSTPROCESSORS, PostProcessedEmbedder, fit_postprocessor, load_postprocessor
 from sentcl.postprocess.corpus import fit_corpus
+from sentcl.precision import PRECISIONS
 from sentcl.serving import SentenceIndex
 from sentcl.training import CheckpointError, TrainingError, load_recipe, summarise, train
 from sentcl.training.model_card import add_evaluation
@@ -69,7 +71,7 @@ def _add_dtype_arguments(p: argparse.ArgumentParser, default: str, dim: bool = T
     index and serve to auto, the fast path the hardware runs natively), ``--int8`` and ``--dim``."""
     p.add_argument(
         "--dtype",
-        choices=["fp32", "bf16", "int8", "auto"],
+        choices=list(PRECISIONS),
         default=default,
         help=f"inference precision (default {default}): bf16 autocast, int8 (the model exported to ONNX and "
         "quantised by ONNX Runtime, CPU), or auto (bf16 where the hardware runs it natively, else fp32)",
@@ -290,8 +292,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
         check_file_target(args.json, "--json")
     data_dir = resolve_data_dir(args.data_dir)
     suite = EvaluationSuite(data_dir, args.tasks, args.aggregation, args.transfer_protocol)
-    dtype = "int8" if args.int8 else args.dtype
-    encoder = _inference_encoder(args, dtype)
+    dtype = args.dtype
+    encoder = _inference_encoder(args)
     embedder = SimpleNamespace(
         encode=_truncated(partial(encoder.encode, batch_size=args.batch_size), args.dim, encoder)
     )
@@ -330,7 +332,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
 def run_encode(args: argparse.Namespace) -> int:
     check_file_target(args.out, "--out")
     sentences = [row[0] for row in read_sentences(args.input).rows]
-    encoder = _inference_encoder(args, "int8" if args.int8 else args.dtype)
+    encoder = _inference_encoder(args)
     vectors = _truncated(encoder.encode, args.dim, encoder)(
         sentences, batch_size=args.batch_size, show_progress=True
     )
@@ -342,15 +344,10 @@ def run_encode(args: argparse.Namespace) -> int:
     return 0
 
 
-def _inference_encoder(args: argparse.Namespace, dtype: str = "fp32"):
-    """The model to encode with: an ONNX export as it is (its precision fixed at export; ``auto`` takes
-    it), anything else loaded by SentenceEncoder in ``dtype``."""
+def _inference_encoder(args: argparse.Namespace):
+    """The model to encode with, in ``--dtype`` (model/inference.py: an ONNX export as it is)."""
     encoder = load_encoder(args.model, pooler=args.pooler, allow_pickle=args.allow_pickle)
-    if isinstance(encoder, OnnxEncoder):
-        if dtype not in ("auto", "fp32", encoder.precision):
-            raise ConfigError(f"--dtype {dtype}: {args.model} is an ONNX export in {encoder.precision}")
-        return encoder
-    return encoder.with_dtype(dtype)
+    return for_inference(encoder, args.dtype)
 
 
 def _truncated(encode, dim: int | None, encoder):
@@ -403,7 +400,7 @@ def run_card(args: argparse.Namespace) -> int:
 def run_index(args: argparse.Namespace) -> int:
     check_replaceable(args.out, "index", args.overwrite, "--out")
     sentences = [row[0] for row in read_sentences(args.corpus).rows]
-    encoder = _inference_encoder(args, "int8" if args.int8 else args.dtype)
+    encoder = _inference_encoder(args)
     index = SentenceIndex.of_corpus(
         _BatchedEncoder(encoder, args.batch_size, show_progress=True),
         sentences,
@@ -434,7 +431,7 @@ def run_serve(args: argparse.Namespace) -> int:
     from sentcl.serving.server import ServerLimits, create_app, serve, token_counter
 
     index = SentenceIndex.load(args.index) if args.index else None
-    encoder = _inference_encoder(args, "int8" if args.int8 else args.dtype)
+    encoder = _inference_encoder(args)
     if index is not None and index.model and index.model != encoder.source:
         logging.getLogger("sentcl.serve").warning(
             "%s was built with %s, not %s: its scores may mean little",
@@ -510,6 +507,8 @@ def run_reproduce(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command != "export" and getattr(args, "int8", False):
+        args.dtype = "int8"  # --int8 is --dtype int8, resolved here once
     logging.basicConfig(
         level=logging.WARNING if args.quiet else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
     )

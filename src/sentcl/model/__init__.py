@@ -4,6 +4,7 @@ from sentcl.model.backbone import ModelLoadError, load_backbone, packaged_model_
 from sentcl.model.dropout import use_fast_dropout
 from sentcl.model.encoder import ModelConfig, SentenceEncoder
 from sentcl.model.heads import MLPHead, split_mlm_model
+from sentcl.model.inference import for_inference, load_encoder
 from sentcl.model.packing import backbone_states
 from sentcl.model.pooling import POOLERS
 
@@ -14,7 +15,9 @@ __all__ = [
     "ModelLoadError",
     "SentenceEncoder",
     "backbone_states",
+    "for_inference",
     "load_backbone",
+    "load_encoder",
     "packaged_model_path",
     "resolve_model_path",
     "split_mlm_model",

@@ -30,11 +30,11 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from sentcl import precision
 from sentcl.atomic_write import atomic_folder
 from sentcl.config import ConfigError
 from sentcl.data.collate import sorted_batches
 from sentcl.embedder import require_finite
-from sentcl.hardware import choose_autocast, detect
 from sentcl.model.backbone import ModelLoadError, load_backbone, resolve_model_path
 from sentcl.model.dropout import use_fast_dropout
 from sentcl.model.heads import MLPHead, build_mlm_head
@@ -273,21 +273,14 @@ class SentenceEncoder(nn.Module):
         return pooled
 
     def with_dtype(self, dtype: str):
-        """The encoder for inference in ``dtype``: ``fp32``; ``bf16`` (bf16 autocast of the forward pass,
-        fp32 weights and outputs); ``int8`` (an ``OnnxEncoder``: the embedding path exported to ONNX and
-        quantised to int8 by ONNX Runtime, model/onnx.py); ``auto``: bf16 where the device multiplies bf16
-        natively (sentcl/hardware.py), fp32 elsewhere."""
-        if dtype == "auto":
-            chosen, reason = choose_autocast("auto", detect(self.device))
-            dtype = "bf16" if chosen == "bfloat16" else "fp32"
-            logger.info("--dtype auto: %s (%s)", dtype, reason)
-        if dtype == "int8":
-            from sentcl.model.onnx import OnnxEncoder
-
-            return OnnxEncoder.from_encoder(self, int8=True)
-        if dtype not in ("fp32", "bf16"):
-            raise ValueError(f"dtype {dtype!r} is not one of auto, fp32, bf16, int8")
-        self.inference_autocast = torch.bfloat16 if dtype == "bf16" else None
+        """This encoder for inference in ``dtype`` (sentcl/precision.py): ``fp32``; ``bf16`` (bf16 autocast
+        of the forward pass, fp32 weights and outputs); ``auto`` (bf16 where the device multiplies bf16
+        natively, fp32 elsewhere). ``int8`` is ONNX Runtime's: ``sentcl.model.for_inference(encoder,
+        "int8")`` exports the embedding path."""
+        chosen = precision.decide(dtype, self.device)
+        if chosen == "int8":
+            raise ValueError("int8 runs in ONNX Runtime: use sentcl.model.for_inference(encoder, 'int8')")
+        self.inference_autocast = torch.bfloat16 if chosen == "bf16" else None
         return self
 
     @property

@@ -7,10 +7,10 @@ quantised by ONNX Runtime's dynamic quantisation: int8 weights per output channe
 per call, so the products run on the CPU's int8 kernels (VNNI / AMX where the CPU has them).
 
 ``OnnxEncoder.load(folder)`` is an ``Embedder`` (``encode``) with the attributes the commands use
-(``pooler``, ``dimension``, ``max_length``, ``tokenizer``, ``source``); ``load_encoder`` picks it for a
-folder holding ``model.onnx`` and ``SentenceEncoder`` otherwise, so evaluation, encoding, indexing and
-the server take either. This replaces torch's ``quantize_dynamic`` (``torch.ao.quantization``), which
-torch marks deprecated.
+(``pooler``, ``dimension``, ``max_length``, ``tokenizer``, ``source``); ``model/inference.py``'s
+``load_encoder`` picks it for a folder holding ``model.onnx`` and ``SentenceEncoder`` otherwise, so
+evaluation, encoding, indexing and the server take either. This replaces torch's ``quantize_dynamic``
+(``torch.ao.quantization``), which torch marks deprecated.
 """
 
 from __future__ import annotations
@@ -214,15 +214,3 @@ def _check_meta(meta, path: Path) -> None:
         value = meta.get(key)
         if not isinstance(value, kind) or isinstance(value, bool) or (kind is int and value < 1):
             raise ModelLoadError(f"{path}: {key} is {value!r}, not a valid {kind.__name__}")
-
-
-def load_encoder(name_or_path: str, pooler: str | None = None, allow_pickle: bool = False):
-    """An exported ONNX folder as ``OnnxEncoder``, anything else as ``SentenceEncoder.load``."""
-    folder = Path(name_or_path)
-    if (folder / ONNX_FILE).is_file():
-        if pooler is not None:
-            raise ModelLoadError(f"{name_or_path}: an ONNX export keeps the pooler it was exported with")
-        return OnnxEncoder.load(folder)
-    from sentcl.model.encoder import SentenceEncoder
-
-    return SentenceEncoder.load(name_or_path, pooler=pooler, allow_pickle=allow_pickle)

@@ -22,13 +22,13 @@ from typing import Any
 
 import numpy as np
 
+from sentcl import precision
 from sentcl.analysis.report import ModelAnalysis, analyse, read_trajectory
 from sentcl.atomic_write import atomic_file
 from sentcl.config import ConfigError, apply_overrides, load_yaml
 from sentcl.embedder import CachedEmbedder, Embedder
 from sentcl.evaluation.sts import STSEvaluator, correlate, cosine_scores
 from sentcl.evaluation.sts_data import load_task
-from sentcl.hardware import choose_autocast, detect
 from sentcl.model import SentenceEncoder
 from sentcl.postprocess import POSTPROCESSORS, PostProcessedEmbedder, fit_postprocessor
 from sentcl.postprocess.corpus import fit_corpus
@@ -272,7 +272,7 @@ def train_run(
     # report reads it: not part of the key, so committed results stay valid on a CPU without native bf16
     # (a stage run again there trains in fp32, and its row says so)
     training = recipe.setdefault("training", {})
-    training["autocast"] = choose_autocast(training.get("autocast", "auto"), detect("cpu"))[0]
+    training["autocast"] = precision.decide(training.get("autocast", "auto"), "cpu")
 
     def produce(force: bool = False) -> None:
         with Stage(folder, key, name, outcomes, force) as stage:
@@ -334,10 +334,11 @@ def read_candidate(
     best = (summary.get("best_metrics") or {}).get(metric, float("nan"))
     start = (summary.get("initial_metrics") or {}).get(metric)
     config = load_yaml(run_dir / "config.yaml")
-    precision = {"bfloat16": "bf16", "none": "fp32"}.get(config.get("training", {}).get("autocast"), "")
+    used = config.get("training", {}).get("autocast")
+    trained_in = precision.canonical(used) if used in (*precision.PRECISIONS, *precision.ALIASES) else ""
     return Candidate(
         label, overrides, run_dir, key, float(best), summary.get("best_step"), start, pooler,
-        summary.get("steps"), precision, extension,
+        summary.get("steps"), trained_in, extension,
     )  # fmt: skip
 
 

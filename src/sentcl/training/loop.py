@@ -13,7 +13,6 @@ dropout masks and updates an uninterrupted run would have seen. Under torchrun s
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import logging
 import math
@@ -29,7 +28,7 @@ import yaml
 from tqdm.auto import tqdm
 from transformers import set_seed
 
-from sentcl import finite_json
+from sentcl import finite_json, precision
 from sentcl.analysis.alignment_uniformity import geometry_snapshot, stsb_probe
 from sentcl.atomic_write import atomic_file, recover_folder, stale_temporaries
 from sentcl.config import ConfigError, expand_path
@@ -38,7 +37,6 @@ from sentcl.data.collate import group_by_length, rank_slice
 from sentcl.data.streaming import StreamingDataset, check_streaming
 from sentcl.embedder import CachedEmbedder
 from sentcl.evaluation import STSEvaluator, resolve_data_dir
-from sentcl.hardware import Hardware, choose_autocast, detect
 from sentcl.model import SentenceEncoder
 from sentcl.objectives import REGISTRY, build_objective
 from sentcl.training import distributed
@@ -77,21 +75,10 @@ class TrainResult:
         return {k: getattr(self, k) for k in keys} | {"model": str(self.output_dir / "model")}
 
 
-def autocast_context(kind: str, device: torch.device, hardware: Hardware | None = None):
-    """``training.autocast``: bf16 autocast of the forward passes, or nothing; ``auto`` decides from what
-    the device does natively (sentcl/hardware.py) and says which and why. Master weights, the loss and
-    the similarities stay fp32."""
-    if kind == "none":
-        return contextlib.nullcontext()
-    hardware = hardware or detect(device)
-    chosen, reason = choose_autocast(kind, hardware)
-    if kind == "auto":
-        logger.info("training.autocast auto: %s (%s)", "bf16" if chosen == "bfloat16" else "fp32", reason)
-    elif not hardware.native_bf16:
-        logger.warning("training.autocast: bfloat16 on hardware without native bf16 is slower than fp32")
-    if chosen == "none":
-        return contextlib.nullcontext()
-    return torch.autocast(device.type, dtype=torch.bfloat16)
+def autocast_context(name: str, device: torch.device):
+    """``training.autocast`` as a context for the forward passes (sentcl/precision.py decides ``auto``
+    once per process and device, and says which and why)."""
+    return precision.autocast(name, device)
 
 
 def sts_evaluator(loop) -> tuple[STSEvaluator, Path]:
@@ -253,6 +240,9 @@ def run_steps(loop, steps: Steps, context, device: torch.device, output_dir: Pat
         state.initial_metrics = last = evaluation(0)
     objective.train()  # the encoder with dropout; frozen copies stay in eval mode
     amp = autocast_context(loop.autocast, device)
+    chosen = precision.decide(loop.autocast, device)
+    why = precision.reason(device) if precision.canonical(loop.autocast) == "auto" else "as the recipe says"
+    logger.info("training.autocast %s: %s (%s)", precision.canonical(loop.autocast), chosen, why)
     window, window_tokens, started = [], 0, time.perf_counter()
 
     def epoch_batches(start: int):

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from sentcl import precision
 from sentcl.config import ConfigError, apply_overrides, from_dict, load_yaml, to_dict
 from sentcl.data import DataConfig
 from sentcl.model import ModelConfig
@@ -46,14 +47,16 @@ class RunConfig:
     #: continue from output_dir/checkpoint (exactly: same batches, masks and updates)
     resume: bool = False
     device: str = "auto"
-    #: bfloat16 autocast of the forward passes; auto (the default): bf16 where the device multiplies bf16
-    #: natively (CPUs with avx512_bf16 / amx_bf16, GPUs from compute capability 8.0), fp32 elsewhere, and the
-    #: log says which and why; none: fp32. A protocol that must not depend on the machine pins it.
-    autocast: Literal["none", "bfloat16", "auto"] = "auto"
+    #: the forward passes' precision (sentcl/precision.py): fp32, bf16 (autocast), or auto (the default):
+    #: bf16 where the device multiplies bf16 natively (CPUs with avx512_bf16 / amx_bf16, GPUs from compute
+    #: capability 8.0), fp32 elsewhere, and the log says which and why. A protocol that must not depend on
+    #: the machine pins it. Earlier recipes' none / bfloat16 are read as fp32 / bf16.
+    autocast: str = "auto"
     #: experiment trackers that receive every logged record: tensorboard, wandb, mlflow (optional installs)
     report_to: list[str] = field(default_factory=list)
 
     def validate(self) -> None:
+        self.autocast = precision.canonical(self.autocast, "autocast", precision.TRAINING)
         positive = {
             "batch_size": self.batch_size,
             "learning_rate": self.learning_rate,

@@ -1,0 +1,37 @@
+"""A model for inference in a precision (sentcl/precision.py): a ``SentenceEncoder`` in fp32 or bf16, or
+an ``OnnxEncoder`` (an ONNX export, or int8 made on the fly). It sits above encoder.py and onnx.py, which
+then need not import each other."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sentcl import precision
+from sentcl.config import ConfigError
+from sentcl.model.backbone import ModelLoadError
+from sentcl.model.encoder import SentenceEncoder
+from sentcl.model.onnx import ONNX_FILE, OnnxEncoder
+
+
+def load_encoder(name_or_path: str, pooler: str | None = None, allow_pickle: bool = False):
+    """An exported ONNX folder as ``OnnxEncoder``, anything else as ``SentenceEncoder.load``."""
+    folder = Path(name_or_path)
+    if (folder / ONNX_FILE).is_file():
+        if pooler is not None:
+            raise ModelLoadError(f"{name_or_path}: an ONNX export keeps the pooler it was exported with")
+        return OnnxEncoder.load(folder)
+    return SentenceEncoder.load(name_or_path, pooler=pooler, allow_pickle=allow_pickle)
+
+
+def for_inference(encoder, dtype: str = "auto", where: str = "--dtype"):
+    """``encoder`` (a ``SentenceEncoder`` or an ``OnnxEncoder``) set to run in ``dtype``: an ONNX export as
+    it is (its precision fixed at export; ``auto`` and ``fp32`` take it), int8 exported and quantised now,
+    fp32 / bf16 / auto by the encoder itself."""
+    dtype = precision.canonical(dtype, where)
+    if isinstance(encoder, OnnxEncoder):
+        if dtype not in ("auto", "fp32", encoder.precision):
+            raise ConfigError(f"{where} {dtype}: {encoder.source} is an ONNX export in {encoder.precision}")
+        return encoder
+    if dtype == "int8":
+        return OnnxEncoder.from_encoder(encoder, int8=True)
+    return encoder.with_dtype(dtype)

@@ -63,3 +63,26 @@ def test_cls_pooler_applies_mlp_in_training_and_respects_mlp_only_train(backbone
         manual_mlp = torch.tanh(cls_vector @ head.dense.weight.T + head.dense.bias)
         torch.testing.assert_close(trained, manual_mlp, atol=1e-6, rtol=1e-6)
         torch.testing.assert_close(embedded, cls_vector if train_only else manual_mlp, atol=1e-6, rtol=1e-6)
+
+
+def test_one_definition_of_poolers_and_their_sentence_transformers_modes():
+    from sentcl.config import ConfigError
+    from sentcl.model.pooling import (
+        POOLERS,
+        check_pooler,
+        from_sentence_transformers,
+        sentence_transformers_mode,
+    )
+
+    for name in POOLERS:
+        assert check_pooler(name) == name
+        mode = sentence_transformers_mode(name)
+        if mode is None:
+            continue
+        back = from_sentence_transformers({"pooling_mode": mode})  # the new config format
+        old = {f"pooling_mode_{'mean_tokens' if mode == 'mean' else 'cls_token'}": True}  # the old one
+        assert back == from_sentence_transformers(old) and sentence_transformers_mode(back) == mode
+    assert sentence_transformers_mode("avg_first_last") is None
+    assert from_sentence_transformers({"pooling_mode": "max"}) is None
+    with pytest.raises(ConfigError, match=r"model.pooler: 'max' is not one of cls, cls_before_pooler"):
+        check_pooler("max", "model.pooler")

@@ -25,6 +25,7 @@ from sentcl.evaluation.transfer import TransferDataError
 from sentcl.model import POOLERS, ModelLoadError, SentenceEncoder
 from sentcl.model.inference import for_inference, load_encoder
 from sentcl.model.onnx import OnnxEncoder, export_onnx
+from sentcl.model.pooling import LOADING_DEFAULT
 from sentcl.postprocess import POSTPROCESSORS, PostProcessedEmbedder, fit_postprocessor, load_postprocessor
 from sentcl.postprocess.corpus import fit_corpus
 from sentcl.precision import PRECISIONS
@@ -116,7 +117,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = commands.add_parser("evaluate", parents=[pickles], help="evaluate a model on STS")
     p.add_argument("model", help="a model folder, a sentcl run folder or a hub id")
-    p.add_argument("--pooler", choices=list(POOLERS), help="default: the one saved with the model, else avg")
+    p.add_argument(
+        "--pooler",
+        choices=list(POOLERS),
+        help=f"default: the one saved with the model, else {LOADING_DEFAULT}",
+    )
     p.add_argument(
         "--tasks", default="sts", help="sts (7-task table) | stsb-dev | transfer | comma-separated task names"
     )

@@ -39,7 +39,15 @@ from sentcl.model.backbone import ModelLoadError, load_backbone, resolve_model_p
 from sentcl.model.dropout import use_fast_dropout
 from sentcl.model.heads import MLPHead, build_mlm_head
 from sentcl.model.packing import backbone_states, unpad_by_default
-from sentcl.model.pooling import NEEDS_HIDDEN_STATES, POOLERS, WITH_MLP_HEAD
+from sentcl.model.pooling import (
+    LOADING_DEFAULT,
+    NEEDS_HIDDEN_STATES,
+    POOLERS,
+    TRAINING_DEFAULT,
+    WITH_MLP_HEAD,
+    check_pooler,
+    from_sentence_transformers,
+)
 from sentcl.model.sentence_transformers_export import unsupported_reason, write_sentence_transformers_files
 
 logger = logging.getLogger(__name__)
@@ -57,7 +65,7 @@ class ModelConfig:
     """``model:`` section of a recipe."""
 
     name_or_path: str = ""
-    pooler: str = "cls"
+    pooler: str = TRAINING_DEFAULT
     #: SimCSE's mlp_only_train: the MLP head (pooler ``cls``) is used in training only.
     mlp_only_train: bool = False
     #: Training passes run the backbone on the real tokens only (model/packing.py) when the backbone
@@ -73,8 +81,7 @@ class ModelConfig:
     def validate(self) -> None:
         if not self.name_or_path:
             raise ConfigError("name_or_path: a model (hub id or folder) is required")
-        if self.pooler not in POOLERS:
-            raise ConfigError(f"pooler: {self.pooler!r} is not one of {', '.join(POOLERS)}")
+        check_pooler(self.pooler)
 
 
 class SentenceEncoder(nn.Module):
@@ -82,14 +89,13 @@ class SentenceEncoder(nn.Module):
         self,
         backbone: nn.Module,
         tokenizer,
-        pooler: str = "cls",
+        pooler: str = TRAINING_DEFAULT,
         head: MLPHead | None = None,
         max_length: int | None = None,
         unpad: bool | None = None,
     ):
         super().__init__()
-        if pooler not in POOLERS:
-            raise ValueError(f"unknown pooler {pooler!r}; choose one of {', '.join(POOLERS)}")
+        check_pooler(pooler)
         if (pooler in WITH_MLP_HEAD) != (head is not None):
             raise ValueError(
                 f"pooler {pooler!r} {'needs' if pooler in WITH_MLP_HEAD else 'takes no'} MLP head"
@@ -144,11 +150,10 @@ class SentenceEncoder(nn.Module):
             saved_pooler = meta["pooler"] if meta else _sentence_transformers_pooler(folder)
         except (ValueError, KeyError, TypeError) as exc:
             raise ModelLoadError(f"{name_or_path}: {_one_line(exc)}") from None
-        chosen = pooler or saved_pooler or "avg"
+        chosen = pooler or saved_pooler or LOADING_DEFAULT
         if pooler is None and saved_pooler is None:
             logger.info("%s: no pooler recorded with the model, using %r", name_or_path, chosen)
-        if chosen not in POOLERS:
-            raise ModelLoadError(f"unknown pooler {chosen!r}; choose one of {', '.join(POOLERS)}")
+        check_pooler(chosen, f"{name_or_path}: pooler")
         backbone, tokenizer = load_backbone(resolved, allow_pickle)
         head = None
         if chosen in WITH_MLP_HEAD:
@@ -386,13 +391,7 @@ def _one_line(exc: BaseException) -> str:
 def _sentence_transformers_pooler(folder: Path) -> str | None:
     """The sentcl pooler equal to a sentence-transformers folder's Pooling module, if any."""
     config = _read_json(folder / "1_Pooling" / "config.json") if folder.is_dir() else None
-    if not config:
-        return None
-    if config.get("pooling_mode_mean_tokens") or config.get("pooling_mode") == "mean":
-        return "avg"
-    if config.get("pooling_mode_cls_token") or config.get("pooling_mode") == "cls":
-        return "cls_before_pooler"
-    return None
+    return from_sentence_transformers(config) if config else None
 
 
 def _saved_max_length(name_or_path: str) -> int | None:

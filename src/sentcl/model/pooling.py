@@ -18,6 +18,8 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from sentcl.config import ConfigError
+
 
 def _masked_mean(states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     mask = attention_mask.unsqueeze(-1).to(states.dtype)  # [N, L, 1]
@@ -61,3 +63,36 @@ NEEDS_HIDDEN_STATES = frozenset({"avg_first_last", "avg_top2"})
 
 #: Poolers that carry the MLP head (SimCSE attaches its MLP to ``cls`` only).
 WITH_MLP_HEAD = frozenset({"cls"})
+
+#: a recipe that names no pooler trains SimCSE's: [CLS] with the MLP head
+TRAINING_DEFAULT = "cls"
+#: a model that records no pooler (a raw Hugging Face checkpoint) is read with mean pooling
+LOADING_DEFAULT = "avg"
+
+#: sentcl pooler → sentence-transformers' Pooling mode; the others (intermediate layers) have none
+TO_SENTENCE_TRANSFORMERS = {"avg": "mean", "cls": "cls", "cls_before_pooler": "cls"}
+#: sentence-transformers' Pooling mode → the sentcl pooler that computes it (a Dense after CLS pooling is a
+#: module of its own there, so CLS pooling is the vector before any head)
+FROM_SENTENCE_TRANSFORMERS = {"mean": "avg", "cls": "cls_before_pooler"}
+
+
+def check_pooler(name: str, where: str = "pooler") -> str:
+    """``name`` when sentcl has that pooler; else one ConfigError naming ``where`` and the choices."""
+    if name not in POOLERS:
+        raise ConfigError(f"{where}: {name!r} is not one of {', '.join(POOLERS)}")
+    return name
+
+
+def sentence_transformers_mode(pooler: str) -> str | None:
+    """The Pooling mode sentence-transformers computes ``pooler`` with, or None."""
+    return TO_SENTENCE_TRANSFORMERS.get(pooler)
+
+
+def from_sentence_transformers(config: dict) -> str | None:
+    """The sentcl pooler of a sentence-transformers Pooling config (either its old boolean keys or its
+    ``pooling_mode``), or None when sentcl has no such pooler (max pooling, weighted mean …)."""
+    mode = config.get("pooling_mode")
+    if mode is None:
+        flags = {"mean": "pooling_mode_mean_tokens", "cls": "pooling_mode_cls_token"}
+        mode = next((m for m, key in flags.items() if config.get(key)), None)
+    return FROM_SENTENCE_TRANSFORMERS.get(mode)

@@ -17,12 +17,11 @@ import torch
 from safetensors.torch import save_file
 
 from sentcl.model.heads import MLPHead
-
-_POOLING_MODE = {"avg": "mean", "cls": "cls", "cls_before_pooler": "cls"}
+from sentcl.model.pooling import sentence_transformers_mode
 
 
 def unsupported_reason(pooler: str) -> str | None:
-    if pooler in _POOLING_MODE:
+    if sentence_transformers_mode(pooler) is not None:
         return None
     return f"pooler {pooler!r} has no sentence-transformers equivalent (it averages intermediate layers)"
 
@@ -30,7 +29,7 @@ def unsupported_reason(pooler: str) -> str | None:
 def write_sentence_transformers_files(
     folder: Path, pooler: str, hidden_size: int, max_seq_length: int, head: MLPHead | None
 ) -> None:
-    mode = _POOLING_MODE[pooler]
+    mode = sentence_transformers_mode(pooler)
     modules = [
         {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
         {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},

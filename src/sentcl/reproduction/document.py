@@ -135,6 +135,29 @@ def _search_table(searches: Sequence[MethodSearch]) -> str:
     return "\n".join(lines)
 
 
+def _evals(candidate) -> list[tuple[int, float]]:
+    path = candidate.run_dir / "metrics.jsonl"
+    if not path.is_file():
+        return []
+    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [
+        (r["step"], r["eval"]["stsb_dev_spearman"])
+        for r in records
+        if "stsb_dev_spearman" in r.get("eval", {})
+    ]
+
+
+def _previous_eval(candidate) -> int:
+    steps = [step for step, _ in _evals(candidate)]
+    return steps[-2] if len(steps) > 1 else 0
+
+
+def _last_gain(candidate) -> float | None:
+    """How much STS-B dev rose between the last two evaluations (how far from converged a run ends)."""
+    evals = _evals(candidate)
+    return evals[-1][1] - evals[-2][1] if len(evals) > 1 else None
+
+
 def search_verdicts(searches: Sequence[MethodSearch]) -> str:
     """Per method: is the chosen learning rate inside the grid, and the chosen checkpoint inside the run?"""
     lines = ["| method | chosen setting | inside the grid | inside the run |", "|---|---|---|---|"]
@@ -148,7 +171,12 @@ def search_verdicts(searches: Sequence[MethodSearch]) -> str:
         if best.best_step == 0:
             run = "the start (training never beat it)"
         elif best.at_horizon:
-            run = f"**no: best at the last step ({best.best_step}); still improving at the horizon**"
+            gain = _last_gain(best)
+            run = f"**no: best at the last step ({best.best_step}); still improving at the horizon**" + (
+                f" (+{gain:.2f} over its last {best.steps - _previous_eval(best)} steps)"
+                if gain is not None
+                else ""
+            )
         else:
             run = f"yes (best at step {best.best_step} of {best.steps})"
         lines.append(f"| {search.method} | {best.label} | {grid} | {run} |")

@@ -52,3 +52,48 @@ def test_gradcache_keeps_the_prefix_losses(tiny_model_dir):
         grads.append((loss, [p.grad.clone() for p in encoder.parameters() if p.grad is not None]))
     assert grads[0][0] == pytest.approx(grads[1][0], abs=1e-5)
     assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(grads[0][1], grads[1][1], strict=True))
+
+
+def test_no_objective_of_the_registry_accepts_the_key_and_ignores_it(tiny_model_dir, tmp_path):
+    """Every registered objective either refuses matryoshka_dims when it is built (one line naming why) or
+    trains the prefixes: its loss on embeddings carries a loss@8 term and differs from its loss without."""
+    from dataclasses import fields
+
+    from sentcl.objectives import REGISTRY
+
+    encoder = tiny_encoder(tiny_model_dir, "avg")
+    accepted, refused = [], []
+    for name, (objective_class, config_class) in REGISTRY.items():
+        extra = {"complementary_model": "start"} if name == "dclr" else {}
+        if name == "vascl":
+            extra = {"variant": "paper"}  # the reference variant refuses (tested below)
+        if "matryoshka_dims" not in {f.name for f in fields(config_class)}:
+            refused.append(name)  # a config without the key: a recipe naming it is an unknown key
+            with pytest.raises(ConfigError, match="unknown"):
+                from_dict(config_class, {"matryoshka_dims": [8]}, prefix="objective")
+            continue
+        config = from_dict(config_class, {"matryoshka_dims": [32, 8], **extra}, prefix="objective")
+        try:
+            objective = objective_class(config, encoder, None)
+        except ConfigError as error:
+            assert "objective.matryoshka_dims" in str(error) and "\n" not in str(error)
+            refused.append(name)
+            continue
+        except ValueError:  # needs its training data (EASE's entity table, CLINE's WordNet views)
+            pytest.fail(f"{name}: built without refusing matryoshka_dims, but could not be tested")
+        torch.manual_seed(0)
+        batch = batch_of(encoder, views=2)
+        z = torch.randn(len(batch.input_ids), 2, 32)
+        with_prefixes = objective.embedding_loss(z, batch)
+        torch.manual_seed(0)
+        plain = objective_class(from_dict(config_class, extra, prefix="objective"), encoder, None)
+        without = plain.embedding_loss(z, batch)
+        assert "loss@8" in with_prefixes.terms
+        assert with_prefixes.loss.item() != pytest.approx(without.loss.item(), rel=1e-4)
+        accepted.append(name)
+    assert set(accepted) == {"simcse", "nt_xent", "align_uniform", "dclr", "vascl", "debiased_simcse"}
+    assert set(refused) == {"moco", "tacl", "sg_opt", "ease", "cline", "masked_lm"}
+    with pytest.raises(ConfigError, match=r"VaSCL \(variant: reference\) maps the full embedding"):
+        from sentcl.objectives import VaSCL, VaSCLConfig
+
+        VaSCL(VaSCLConfig(matryoshka_dims=[8]), encoder)

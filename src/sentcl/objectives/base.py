@@ -86,11 +86,20 @@ class Objective(nn.Module):
     #: poolers whose sentence vector the objective's loss never trains, each with the reason: a recipe
     #: asking for one of them is refused (the row would measure the untrained start model)
     untrained_poolers: ClassVar[dict[str, str]] = {}
+    #: why the objective cannot train embedding prefixes (objectives/matryoshka.py); None: it can
+    matryoshka_refusal: ClassVar[str | None] = "is not a loss on sentence embeddings"
 
     def __init__(self, config: ObjectiveConfig, encoder: nn.Module | None = None):
         super().__init__()
         self.encoder = encoder  # registered first: its parameters lead the optimiser's groups
         self.config = config
+        refusal = self.refuses_matryoshka()
+        if getattr(config, "matryoshka_dims", None) and refusal:
+            raise ConfigError(f"objective.matryoshka_dims: {type(self).__name__} {refusal}")
+
+    def refuses_matryoshka(self) -> str | None:
+        """Why this objective (as configured) cannot train embedding prefixes, or None when it can."""
+        return self.matryoshka_refusal
 
     def forward(self, batch) -> ObjectiveOutput:  # pragma: no cover - interface
         raise NotImplementedError
@@ -114,27 +123,24 @@ class ContrastiveObjective(Objective):
     loss cannot take a prefix (a queue or a projection sized to the full dimension) refuses the key in its
     constructor with ``refuse_matryoshka``."""
 
+    matryoshka_refusal: ClassVar[str | None] = None  # a loss on embeddings takes prefixes unless it says
+
     def forward(self, batch) -> ObjectiveOutput:
         return self.embedding_loss(self.require_encoder().embed(batch), batch)
 
     def embedding_loss(self, embeddings: torch.Tensor, batch=None) -> ObjectiveOutput:
+        """``loss_from_embeddings`` on the full embeddings, or wrapped by Matryoshka over the prefixes of
+        ``matryoshka_dims`` (objectives/matryoshka.py)."""
+        from sentcl.objectives.matryoshka import matryoshka_loss
+
         embeddings = full(embeddings)  # the loss in fp32 at least (an MLP head under autocast gives bf16)
         dims = getattr(self.config, "matryoshka_dims", None)
         if not dims:
             return self.loss_from_embeddings(embeddings, batch)
-        if max(dims) > embeddings.shape[-1]:
-            raise ValueError(f"matryoshka_dims {dims}: the embeddings have {embeddings.shape[-1]} dimensions")
-        weights = self.config.matryoshka_weights or [1.0] * len(dims)
-        loss, terms = embeddings.new_zeros(()), {}
-        for dim, weight in zip(dims, weights, strict=True):
-            part = self.loss_from_embeddings(embeddings[..., :dim], batch)
-            loss = loss + weight * part.loss
-            terms[f"loss@{dim}"] = part.loss.detach()
-        return ObjectiveOutput(loss=loss, terms=terms)
-
-    def refuse_matryoshka(self, why: str) -> None:
-        if getattr(self.config, "matryoshka_dims", None):
-            raise ConfigError(f"objective.matryoshka_dims: {type(self).__name__} {why}")
+        return matryoshka_loss(
+            lambda prefix: self.loss_from_embeddings(prefix, batch), embeddings, dims,
+            self.config.matryoshka_weights,
+        )  # fmt: skip
 
     def loss_from_embeddings(self, embeddings: torch.Tensor, batch=None) -> ObjectiveOutput:
         raise NotImplementedError  # pragma: no cover - interface

@@ -128,6 +128,7 @@ class EASE(ContrastiveObjective):
     """The entity table is built from the training data's label columns (``data``: the dataset, whose
     ``label_names`` are the entities and whose batches carry each row's entity ids in ``labels``)."""
 
+    matryoshka_refusal = "maps entities to the full sentence dimension"
     paper = (
         "Nishikawa, Ri, Yamada, Tsuruoka & Echizen, "
         "EASE: Entity-Aware Contrastive Learning of Sentence Embedding, NAACL 2022"
@@ -135,7 +136,6 @@ class EASE(ContrastiveObjective):
 
     def __init__(self, config: EASEConfig | None = None, encoder: SentenceEncoder | None = None, data=None):
         super().__init__(config or EASEConfig(), encoder)
-        self.refuse_matryoshka("maps entities to the full sentence dimension")
         if data is None:
             raise ValueError("EASE builds its entity table from the training data: pass data=")
         if data.label_columns not in (1, 2):

@@ -42,6 +42,7 @@ class MoCoConfig(ContrastiveConfig):
 
 
 class MoCo(ContrastiveObjective):
+    matryoshka_refusal = "keeps a queue of full-dimension keys"
     paper = (
         "He, Fan, Wu, Xie & Girshick, "
         "Momentum Contrast for Unsupervised Visual Representation Learning, CVPR 2020"
@@ -49,7 +50,6 @@ class MoCo(ContrastiveObjective):
 
     def __init__(self, config: MoCoConfig | None = None, encoder=None, data=None):
         super().__init__(config or MoCoConfig(), encoder)
-        self.refuse_matryoshka("keeps a queue of full-dimension keys")
         self.key_encoder = self.require_encoder().momentum_copy()
         self.register_buffer("queue", torch.zeros(self.config.queue_size, encoder.output_dim))
         self.register_buffer("queue_pointer", torch.zeros((), dtype=torch.long))

@@ -88,6 +88,7 @@ def projection_head(hidden: int, size: int, init_std: float) -> nn.Sequential:
 
 
 class SelfGuided(ContrastiveObjective):
+    matryoshka_refusal = "projects the full embedding with its own head"
     paper = "Kim, Yoo & Lee, Self-Guided Contrastive Learning for BERT Sentence Representations, ACL 2021"
     untrained_poolers: ClassVar[dict[str, str]] = {
         "cls": "puts SimCSE's tanh MLP head in front of SG-OPT's own projection head, which the paper does "
@@ -96,7 +97,6 @@ class SelfGuided(ContrastiveObjective):
 
     def __init__(self, config: SGConfig | None = None, encoder: SentenceEncoder | None = None, data=None):
         super().__init__(config or SGConfig(), encoder)
-        self.refuse_matryoshka("projects the full embedding with its own head")
         c = self.config
         self.fixed = self.require_encoder().frozen_copy()  # BERT_F
         if c.freeze_embeddings:

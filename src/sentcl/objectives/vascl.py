@@ -145,6 +145,11 @@ class VaSCL(ContrastiveObjective):
                 raise ValueError("VaSCL's reference variant needs the encoder (or dimension=) for its head")
             self.head = ContrastHead(size, c.head_dim, c.head_lr_scale)
 
+    def refuses_matryoshka(self) -> str | None:
+        if self.config.variant == "reference":
+            return "(variant: reference) maps the full embedding through its contrast head"
+        return None
+
     def loss_from_embeddings(self, embeddings: torch.Tensor, batch=None) -> ObjectiveOutput:
         if self.config.variant == "reference":
             return self.reference_loss(embeddings)

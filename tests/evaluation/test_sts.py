@@ -75,7 +75,7 @@ def test_missing_tasks_are_reported_and_no_partial_average(stsb_data_dir):
         "SICKRelatedness",
     }
     assert "sts-test.csv" in report.missing["STSBenchmark"]
-    table = evaluator.format(report)
+    table = evaluator.format_report(report)
     assert [line.split()[1] for line in table.splitlines()[1:8]] == ["missing"] * 7
     assert "0/7 tasks present" in table
     assert "avg" not in evaluator.metrics(report)

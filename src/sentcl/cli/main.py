@@ -21,6 +21,7 @@ from sentcl.embedder import CachedEmbedder, EmbeddingError, unit_rows
 from sentcl.evaluation import DataDirError, STSDataError, TaskSpecError, resolve_data_dir
 from sentcl.evaluation.senteval_protocols import PROTOCOLS
 from sentcl.evaluation.suite import EvaluationSuite
+from sentcl.evaluation.tasks import known_tasks
 from sentcl.evaluation.transfer import TransferDataError
 from sentcl.model import POOLERS, ModelLoadError, SentenceEncoder
 from sentcl.model.inference import for_inference, load_encoder
@@ -123,7 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"default: the one saved with the model, else {LOADING_DEFAULT}",
     )
     p.add_argument(
-        "--tasks", default="sts", help="sts (7-task table) | stsb-dev | transfer | comma-separated task names"
+        "--tasks",
+        default="sts",
+        help=f"comma-separated task names (sts: the 7-task table, transfer: SentEval's): {known_tasks()}",
     )
     p.add_argument("--aggregation", default="all", choices=["all", "mean", "wmean"], help="for STS12–16")
     p.add_argument(

@@ -1,19 +1,26 @@
-"""Evaluation on the Embedder protocol only: STS (SimCSE's protocol); transfer tasks to come."""
+"""Evaluation on the Embedder protocol only: the evaluation contract and its task registry
+(evaluation/tasks.py), STS (SimCSE's protocol) and SentEval's transfer tasks."""
 
 from sentcl.evaluation.data_dir import DataDirError, resolve_data_dir
 from sentcl.evaluation.sts import STSEvaluator, STSReport, TaskSpecError, aggregate, correlate, parse_tasks
 from sentcl.evaluation.sts_data import STS_TASKS, STSDataError, load_task
+from sentcl.evaluation.tasks import TASKS, Evaluator, build_evaluator, build_evaluators, register
 
 __all__ = [
     "STS_TASKS",
+    "TASKS",
     "DataDirError",
+    "Evaluator",
     "STSDataError",
     "STSEvaluator",
     "STSReport",
     "TaskSpecError",
     "aggregate",
+    "build_evaluator",
+    "build_evaluators",
     "correlate",
     "load_task",
     "parse_tasks",
+    "register",
     "resolve_data_dir",
 ]

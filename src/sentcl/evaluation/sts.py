@@ -16,7 +16,7 @@ Scores are ×100. Every sentence is encoded once, even when it occurs in several
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -168,6 +168,7 @@ class STSEvaluator:
         self.requests = parse_tasks(tasks)
         root = Path(data_dir)
         self.tasks = [load_task(root, name, splits) for name, splits in self.requests]
+        self.missing = {task.name: task.missing for task in self.tasks if task.missing}
         self.dev_only = self.requests == [("STSBenchmark", ("dev",))]
         self.primary = "stsb_dev_spearman" if self.dev_only else "avg"
         self.last_report: STSReport | None = None
@@ -194,7 +195,28 @@ class STSEvaluator:
             metrics["avg"] = float(np.mean([metrics[DISPLAY_NAMES.get(n, n)] for n in requested]))
         return metrics
 
-    def format(self, report: STSReport) -> str:
+    def format(self, metrics: dict[str, float] | None = None) -> str:
+        """The last evaluation as a plain-text table (the evaluation contract, evaluation/tasks.py)."""
+        if self.last_report is None:
+            raise RuntimeError("nothing evaluated yet")
+        return self.format_report(self.last_report)
+
+    def results(self) -> dict:
+        """The last evaluation, JSON-ready: every dataset's and aggregation's correlations."""
+        report = self.last_report or STSReport()
+        return {
+            "metrics": self.metrics(report) if report.scores or report.missing else {},
+            "missing": report.missing,
+            "tasks": {
+                name: {
+                    "datasets": {k: asdict(v) for k, v in scores.datasets.items()},
+                    "aggregated": {k: asdict(v) for k, v in scores.aggregated.items()},
+                }
+                for name, scores in report.scores.items()
+            },
+        }
+
+    def format_report(self, report: STSReport) -> str:
         """A plain-text table: one row per requested task, missing tasks named, then the average."""
         metrics = self.metrics(report)
         if self.dev_only:

@@ -1,17 +1,15 @@
-"""What ``--tasks`` names, evaluated: STS tasks (``sts``, ``stsb-dev``, task names) and transfer tasks
-(``transfer`` or MR, CR, SUBJ, MPQA, SST2, TREC, MRPC), in one call."""
+"""What ``--tasks`` names, evaluated in one call: every family of the registry (evaluation/tasks.py) the
+request names, one evaluator each, their metrics merged and their tables printed one after the other."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict
 from pathlib import Path
 
 from sentcl.embedder import Embedder
-from sentcl.evaluation.sts import STSEvaluator, TaskSpecError
-from sentcl.evaluation.transfer import TRANSFER_TASKS, TransferEvaluator
-
-_TRANSFER_ALIASES = {name.lower(): name for name in TRANSFER_TASKS} | {"sst-2": "SST2"}
+from sentcl.evaluation.sts import STSEvaluator
+from sentcl.evaluation.tasks import Options, build_evaluators, parse
+from sentcl.evaluation.transfer import TransferEvaluator
 
 
 class EvaluationSuite:
@@ -22,49 +20,29 @@ class EvaluationSuite:
         aggregation: str = "all",
         transfer_protocol: str = "simcse",
     ):
-        items = [s.strip() for s in (tasks.split(",") if isinstance(tasks, str) else tasks) if s.strip()]
-        sts, transfer = [], []
-        for item in items:
-            if item.lower() == "transfer":
-                transfer += [t for t in TRANSFER_TASKS if t not in transfer]
-            elif item.lower() in _TRANSFER_ALIASES:
-                transfer.append(_TRANSFER_ALIASES[item.lower()])
-            else:
-                sts.append(item)
-        if not items:
-            raise TaskSpecError("no evaluation task given")
-        self.sts = STSEvaluator(data_dir, sts, aggregation) if sts else None
-        self.transfer = TransferEvaluator(data_dir, transfer, transfer_protocol) if transfer else None
+        self.families = [family for family, _ in parse(tasks)]
+        self.evaluators = build_evaluators(data_dir, tasks, Options(aggregation, transfer_protocol))
         self.results: dict = {}
 
+    @property
+    def sts(self) -> STSEvaluator | None:
+        return next((e for e in self.evaluators if isinstance(e, STSEvaluator)), None)
+
+    @property
+    def transfer(self) -> TransferEvaluator | None:
+        return next((e for e in self.evaluators if isinstance(e, TransferEvaluator)), None)
+
     def run(self, embedder: Embedder) -> tuple[dict[str, float], str]:
-        """All metrics (STS and transfer keys) and the printed tables."""
+        """All metrics and the printed tables. ``avg`` is the STS table's average; another family's average
+        takes its prefix (``transfer_avg``), as does any other name already taken."""
         metrics: dict[str, float] = {}
         tables = []
         self.results = {}
-        if self.sts is not None:
-            report = self.sts.report(embedder)
-            sts_metrics = self.sts.metrics(report)
-            metrics |= sts_metrics
-            tables.append(self.sts.format(report))
-            self.results["sts"] = {
-                "metrics": sts_metrics,
-                "missing": report.missing,
-                "tasks": {
-                    name: {
-                        "datasets": {k: asdict(v) for k, v in scores.datasets.items()},
-                        "aggregated": {k: asdict(v) for k, v in scores.aggregated.items()},
-                    }
-                    for name, scores in report.scores.items()
-                },
-            }
-        if self.transfer is not None:
-            transfer_metrics = self.transfer(embedder)
-            metrics |= {f"transfer_{k}" if k == "avg" else k: v for k, v in transfer_metrics.items()}
-            tables.append(self.transfer.format(transfer_metrics))
-            self.results["transfer"] = {
-                "metrics": transfer_metrics,
-                "details": self.transfer.details,
-                "missing": self.transfer.missing,
-            }
+        for family, evaluator in zip(self.families, self.evaluators, strict=True):
+            found = evaluator(embedder)
+            for key, value in found.items():
+                taken = key in metrics or (key == "avg" and family != "sts")
+                metrics[f"{family}_{key}" if taken else key] = value
+            tables.append(evaluator.format(found))
+            self.results[family] = evaluator.results()
         return metrics, "\n\n".join(tables)

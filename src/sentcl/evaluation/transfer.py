@@ -208,6 +208,13 @@ class TransferEvaluator:
             metrics["avg"] = float(np.mean(list(metrics.values())))
         return metrics
 
+    def results(self) -> dict:
+        """The last evaluation, JSON-ready: SentEval's numbers per task (devacc, acc, MRPC's f1)."""
+        metrics = {name: result["acc"] for name, result in self.details.items()}
+        if metrics and not self.missing:
+            metrics["avg"] = float(np.mean(list(metrics.values())))
+        return {"metrics": metrics, "details": self.details, "missing": self.missing}
+
     def format(self, metrics: dict[str, float]) -> str:
         lines = [f"{'task':<6} {'accuracy':>9}"]
         for task in self.tasks:

@@ -36,7 +36,8 @@ from sentcl.data import build_dataset, read_records
 from sentcl.data.collate import group_by_length, rank_slice
 from sentcl.data.streaming import StreamingDataset, check_streaming
 from sentcl.embedder import CachedEmbedder
-from sentcl.evaluation import STSEvaluator, resolve_data_dir
+from sentcl.evaluation import TaskSpecError, resolve_data_dir
+from sentcl.evaluation.tasks import Evaluator, build_evaluator
 from sentcl.model import SentenceEncoder
 from sentcl.objectives import REGISTRY, build_objective
 from sentcl.training import distributed
@@ -81,16 +82,20 @@ def autocast_context(name: str, device: torch.device):
     return precision.autocast(name, device)
 
 
-def sts_evaluator(loop) -> tuple[STSEvaluator, Path]:
-    """``training.eval_task`` on ``training.eval_data_dir`` (or $SENTCL_DATA, or the download cache),
+def task_evaluator(loop) -> tuple[Evaluator, Path]:
+    """``training.eval_task`` — any task of the registry (evaluation/tasks.py) whose primary metric then
+    chooses the kept model — on ``training.eval_data_dir`` (or $SENTCL_DATA, or the download cache),
     refused before training when its files are missing."""
     data_dir = resolve_data_dir(
         loop.eval_data_dir and expand_path(loop.eval_data_dir, "training.eval_data_dir")
     )
-    evaluator = STSEvaluator(data_dir, loop.eval_task)
-    missing = [task.missing for task in evaluator.tasks if task.missing]
-    if missing:
-        raise ConfigError(f"training.eval_task: {loop.eval_task!r} cannot be evaluated: {missing[0]}")
+    try:
+        evaluator = build_evaluator(data_dir, loop.eval_task)
+    except TaskSpecError as exc:
+        raise ConfigError(f"training.eval_task: {exc}") from None
+    if evaluator.missing:
+        reason = next(iter(evaluator.missing.values()))
+        raise ConfigError(f"training.eval_task: {loop.eval_task!r} cannot be evaluated: {reason}")
     return evaluator, data_dir
 
 
@@ -345,7 +350,7 @@ def train(config: TrainConfig, also_measure: Callable[[CachedEmbedder], dict] | 
         if context.world_size > 1 and loop.select_by == "loss":
             raise ConfigError("training.select_by: loss is evaluated on rank 0 alone; use align_uniform")
     if loop.eval_steps > 0 and loop.eval_task != "none":
-        evaluator, data_dir = sts_evaluator(loop)
+        evaluator, data_dir = task_evaluator(loop)
         if loop.log_geometry:
             try:
                 probe = stsb_probe(data_dir, "dev")

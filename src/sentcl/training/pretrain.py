@@ -50,7 +50,7 @@ from sentcl.training.loop import (
     check_output_dir,
     open_output_dir,
     run_steps,
-    sts_evaluator,
+    task_evaluator,
 )
 from sentcl.training.model_card import write_pretrained_card
 from sentcl.training.recipe import RunConfig
@@ -260,7 +260,7 @@ def pretrain(config: PretrainConfig) -> PretrainResult:
             f"data.eval_sentences ({held_out})"
         )
     probe = loop.eval_task not in ("", "none")
-    evaluator = sts_evaluator(loop)[0] if loop.eval_steps > 0 and probe else None
+    evaluator = task_evaluator(loop)[0] if loop.eval_steps > 0 and probe else None
     model, tokenizer = build_mlm_model(config.model, loop.seed)
     if config.model.fast_dropout:
         use_fast_dropout(model)  # cheaper dropout masks (model/dropout.py); weights unchanged

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from sentcl.embedder import Embedder
+from sentcl.evaluation.retrieval import RetrievalEvaluator
 from sentcl.evaluation.sts import STSEvaluator, TaskSpecError
 from sentcl.evaluation.sts_data import DISPLAY_NAMES, STS_TASKS
 from sentcl.evaluation.transfer import TRANSFER_TASKS, TransferEvaluator
@@ -128,6 +129,8 @@ register_family(
     Family("transfer", lambda root, names, o: TransferEvaluator(root, names, o.transfer_protocol), "SentEval")
 )
 
+register_family(Family("retrieval", lambda root, names, o: RetrievalEvaluator(root), "STS-B as retrieval"))
+
 register("sts", "sts", STS_TASKS)  # SimCSE's 7-task table
 for split in ("dev", "train", "test"):
     register(f"stsb-{split}", "sts")
@@ -138,3 +141,4 @@ register("sickr", "sts", ["SICKRelatedness"])
 register("transfer", "transfer", TRANSFER_TASKS)  # MR, CR, SUBJ, MPQA, SST-2, TREC, MRPC
 for task in TRANSFER_TASKS:
     register(task, "transfer", aliases=["SST-2"] if task == "SST2" else [])
+register("stsb-retrieval", "retrieval")  # paraphrase retrieval over STS-B dev (evaluation/retrieval.py)

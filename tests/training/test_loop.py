@@ -6,6 +6,7 @@ import torch
 
 from sentcl.config import ConfigError
 from sentcl.data import Batch, DataError
+from sentcl.evaluation import STSEvaluator
 from sentcl.model import SentenceEncoder
 from sentcl.objectives import REGISTRY, InfoNCE, ObjectiveOutput
 from sentcl.training import TrainingError, recipe_from_dict, train
@@ -178,7 +179,7 @@ def ease_rows(path, sentences):
 def test_every_objective_trains_checkpoints_and_resumes_exactly(
     tmp_path, tiny_model_dir, wiki_file, method, monkeypatch
 ):
-    import sentcl.training.loop as loop_module
+    import sentcl.training.engine as loop_module
 
     objective, data, *extra = OBJECTIVES[method]
     if extra[1:] == ["ease"]:
@@ -235,12 +236,9 @@ def test_the_start_model_is_a_candidate_when_asked(
     tmp_path, tiny_model_dir, wiki_file, stsb_data_dir, monkeypatch
 ):
     """start_is_candidate: a run whose training never beats step 0 keeps the starting model."""
-    import sentcl.training.loop as loop_module
 
     scores = iter([50.0, 40.0, 45.0])  # step 0, 3, 6: training only makes it worse
-    monkeypatch.setattr(
-        loop_module.STSEvaluator, "__call__", lambda self, embedder: {self.primary: next(scores)}
-    )
+    monkeypatch.setattr(STSEvaluator, "__call__", lambda self, embedder: {self.primary: next(scores)})
     config = recipe(
         tiny_model_dir,
         wiki_file,
@@ -290,7 +288,7 @@ def test_a_diverged_run_saves_nothing_and_stops_with_one_line(
 def test_what_was_saved_before_a_divergence_is_untouched(
     tmp_path, tiny_model_dir, wiki_file, stsb_data_dir, monkeypatch
 ):
-    import sentcl.training.loop as loop_module
+    import sentcl.training.engine as loop_module
 
     run = tmp_path / "run"
     train(
@@ -371,7 +369,7 @@ def test_autocast_auto_says_which_precision_and_why(
     from sentcl import precision
     from sentcl.hardware import detect
 
-    with caplog.at_level(logging.INFO, logger="sentcl.training.loop"):
+    with caplog.at_level(logging.INFO, logger="sentcl.training.engine"):
         train(
             recipe(
                 tiny_model_dir,

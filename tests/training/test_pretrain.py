@@ -9,6 +9,7 @@ from sentcl.data import DataError
 from sentcl.data.sentences import SentencesDataset, SentenceTokens
 from sentcl.model import SentenceEncoder
 from sentcl.objectives.mlm import mask_tokens
+from sentcl.training.kinds import replace_training
 from sentcl.training.pretrain import load_pretrain_recipe, pretrain
 from tests.conftest import SENTENCES
 
@@ -83,8 +84,7 @@ def test_from_scratch_learns_and_saves_a_loadable_masked_lm(tmp_path, corpus, ti
 
 
 def test_continues_a_checkpoint_and_resumes_bit_identically(tmp_path, corpus, tiny_model_dir, monkeypatch):
-    import sentcl.training.loop as loop_module
-    import sentcl.training.pretrain as module
+    import sentcl.training.engine as loop_module
 
     model = {"name_or_path": str(tiny_model_dir)}  # a BertModel without MLM head: a fresh one is added
     straight = pretrain(
@@ -105,7 +105,7 @@ def test_continues_a_checkpoint_and_resumes_bit_identically(tmp_path, corpus, ti
     with pytest.raises(SimulatedCrashError):
         pretrain(recipe)
     monkeypatch.setattr(loop_module, "save_checkpoint", real_save)
-    pretrain(module.replace_pretrain_training(recipe, resume=True))
+    pretrain(replace_training(recipe, resume=True))
     a = AutoModelForMaskedLM.from_pretrained(str(tmp_path / "a" / "model")).state_dict()
     b = AutoModelForMaskedLM.from_pretrained(str(tmp_path / "b" / "model")).state_dict()
     assert a.keys() == b.keys()

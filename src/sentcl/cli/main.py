@@ -31,15 +31,9 @@ from sentcl.postprocess import POSTPROCESSORS, PostProcessedEmbedder, fit_postpr
 from sentcl.postprocess.corpus import fit_corpus
 from sentcl.precision import PRECISIONS
 from sentcl.serving import SentenceIndex
-from sentcl.training import CheckpointError, TrainingError, load_recipe, summarise, train
+from sentcl.training import CheckpointError, TrainingError
+from sentcl.training.kinds import load_run_recipe, replace_training, run, summary
 from sentcl.training.model_card import add_evaluation
-from sentcl.training.pretrain import (
-    load_pretrain_recipe,
-    pretrain,
-    replace_pretrain_training,
-    summarise_pretraining,
-)
-from sentcl.training.recipe import replace_training
 from sentcl.training.seeds import format_aggregate, train_seeds
 
 #: errors caused by the user's input: one line, no traceback
@@ -253,38 +247,28 @@ def _fit(name: str, embedder, sentences: list[str]):
     return fit_postprocessor(POSTPROCESSORS[name](), embedder, sentences)
 
 
-def run_train(args: argparse.Namespace) -> int:
-    config = load_recipe(args.config, args.overrides)
-    changes = _run_changes(args)
+def run_recipe(args: argparse.Namespace) -> int:
+    """``sentcl train`` and ``sentcl pretrain``: one recipe loader and one runner keyed by the run kind
+    (training/kinds.py); ``--seeds`` is training's (one run per seed, then mean ± std)."""
+    kind = args.command
+    config = load_run_recipe(kind, args.config, args.overrides)
+    changes = {"output_dir": args.output} if args.output else {}
+    if args.overwrite:
+        changes["overwrite_output_dir"] = True
+    if args.resume:
+        changes["resume"] = True
     config = replace_training(config, **changes) if changes else config
-    if args.seeds:
+    if getattr(args, "seeds", None):
         try:
             seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
         except ValueError:
             raise ConfigError(f"--seeds {args.seeds!r}: expected comma-separated integers") from None
         results, aggregate = train_seeds(config, seeds)
         for seed, result in zip(seeds, results, strict=True):
-            print(f"seed {seed}: " + summarise(result).replace("\n", "; "))
+            print(f"seed {seed}: " + summary(kind, result).replace("\n", "; "))
         print(format_aggregate(aggregate))
         return 0
-    print(summarise(train(config)))
-    return 0
-
-
-def _run_changes(args: argparse.Namespace) -> dict:
-    changes = {"output_dir": args.output} if args.output else {}
-    if args.overwrite:
-        changes["overwrite_output_dir"] = True
-    if args.resume:
-        changes["resume"] = True
-    return changes
-
-
-def run_pretrain(args: argparse.Namespace) -> int:
-    config = load_pretrain_recipe(args.config, args.overrides)
-    changes = _run_changes(args)
-    config = replace_pretrain_training(config, **changes) if changes else config
-    print(summarise_pretraining(pretrain(config)))
+    print(summary(kind, run(kind, config)))
     return 0
 
 
@@ -524,8 +508,8 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger(noisy).setLevel(logging.ERROR)
     try:
         commands = {
-            "train": run_train,
-            "pretrain": run_pretrain,
+            "train": run_recipe,
+            "pretrain": run_recipe,
             "evaluate": run_evaluate,
             "analyze": run_analyze,
             "reproduce": run_reproduce,

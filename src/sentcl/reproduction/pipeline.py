@@ -33,9 +33,8 @@ from sentcl.model import SentenceEncoder
 from sentcl.postprocess import POSTPROCESSORS, PostProcessedEmbedder, fit_postprocessor
 from sentcl.postprocess.corpus import fit_corpus
 from sentcl.reproduction.plan import MODEL_OF, EncoderSpec, MethodSpec, Plan, as_overrides, setting_label
-from sentcl.training import train
-from sentcl.training.pretrain import load_pretrain_recipe, pretrain, replace_pretrain_training
-from sentcl.training.recipe import recipe_from_dict, replace_training
+from sentcl.training.kinds import load_run_recipe, replace_training, run
+from sentcl.training.recipe import recipe_from_dict
 
 logger = logging.getLogger(__name__)
 
@@ -204,19 +203,21 @@ def build_encoder(
     def produce(force: bool = False) -> None:
         with Stage(folder, key, f"pretrain {spec.name}", outcomes, force) as stage:
             if stage.needed:
-                config = load_pretrain_recipe(spec.pretrain, overrides)
-                config = replace_pretrain_training(
-                    config,
-                    output_dir=str(folder),
-                    overwrite_output_dir=True,
-                    resume=stage.resume,
-                    eval_data_dir=str(data_dir),
-                )
-                pretrain(config)
+                run_stage("pretrain", load_run_recipe("pretrain", spec.pretrain, overrides), stage, data_dir)
 
     produce()
     plan.producers[str(folder / "model")] = lambda: produce(force=True)
     return str(folder / "model"), key, folder
+
+
+def run_stage(kind: str, config, stage: Stage, data_dir: Path) -> None:
+    """A run of either kind as a stage: written in the stage's folder, resumed when the stage was
+    interrupted, evaluated on the plan's data (training/kinds.py)."""
+    config = replace_training(
+        config, output_dir=str(stage.folder), overwrite_output_dir=True, resume=stage.resume,
+        eval_data_dir=str(data_dir),
+    )  # fmt: skip
+    run(kind, config)
 
 
 def ensure_weights(plan: Plan, model: str) -> None:
@@ -281,10 +282,7 @@ def train_run(
                 for value in overrides.values():  # {model_of: …} resolved to another run's folder
                     if isinstance(value, str) and str(value).startswith(str(plan.output_dir)):
                         ensure_weights(plan, value)
-                train(replace_training(
-                    recipe_from_dict(recipe), output_dir=str(folder), overwrite_output_dir=True,
-                    resume=stage.resume, eval_data_dir=str(data_dir),
-                ))  # fmt: skip
+                run_stage("train", recipe_from_dict(recipe), stage, data_dir)
 
     produce()
     plan.producers[str(folder)] = lambda: produce(force=True)

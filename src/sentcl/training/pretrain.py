@@ -22,7 +22,6 @@ where it has none). A run writes into ``output_dir``:
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 from dataclasses import dataclass, field
@@ -30,11 +29,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer, set_seed
+from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer
 
-from sentcl import finite_json
 from sentcl.analysis.plots import plot_curves
-from sentcl.atomic_write import atomic_file, atomic_folder
+from sentcl.atomic_write import atomic_folder
 from sentcl.config import ConfigError, apply_overrides, expand_path, from_dict, load_yaml, to_dict
 from sentcl.data import DataError, read_records
 from sentcl.data.sentences import SentencesDataset, SentenceTokens
@@ -42,19 +40,11 @@ from sentcl.embedder import CachedEmbedder
 from sentcl.model import ModelLoadError, SentenceEncoder, split_mlm_model, use_fast_dropout
 from sentcl.model.backbone import resolve_model_path
 from sentcl.objectives.mlm import MaskedLM, MaskedLMConfig
-from sentcl.training import distributed
+from sentcl.training.engine import Steps, autocast_context, run_steps
 from sentcl.training.guards import finite_evaluation, require_finite_metric, require_finite_weights
-from sentcl.training.loop import (
-    Steps,
-    autocast_context,
-    check_output_dir,
-    open_output_dir,
-    run_steps,
-    task_evaluator,
-)
 from sentcl.training.model_card import write_pretrained_card
 from sentcl.training.recipe import RunConfig
-from sentcl.training.trackers import check_trackers
+from sentcl.training.run import begin, finish_run, open_run, task_evaluator
 
 logger = logging.getLogger(__name__)
 
@@ -162,10 +152,6 @@ def load_pretrain_recipe(path: str | Path, overrides: list[str] | None = None) -
         raise ConfigError(f"{path}: {exc}") from None
 
 
-def replace_pretrain_training(config: PretrainConfig, **changes: Any) -> PretrainConfig:
-    return dataclasses.replace(config, training=dataclasses.replace(config.training, **changes))
-
-
 # ------------------------------------------------------------------------------------------ model
 def build_mlm_model(config: PretrainModelConfig, seed: int):
     """(AutoModelForMaskedLM, tokenizer): fresh from ``architecture`` or loaded from ``name_or_path``."""
@@ -244,13 +230,8 @@ def pretrain(config: PretrainConfig) -> PretrainResult:
     model (an ``AutoModelForMaskedLM``), the data (held-out sentences apart), the evaluation (held-out MLM
     loss, an STS probe) and what is saved (the final model with its head) are pre-training's own."""
     loop = config.training
-    context = distributed.setup()
-    if context.world_size > 1:
-        raise ConfigError("sentcl pretrain runs in one process (no torchrun)")
-    output_dir = Path(loop.output_dir)
-    resume = check_output_dir(output_dir, loop.overwrite_output_dir, loop.resume)
-    set_seed(loop.seed)
-    device = distributed.select_device(loop.device, context)
+    start = begin(loop, torchrun=False)
+    context, device, output_dir = start.context, start.device, start.output_dir
 
     sentences = read_pretrain_sentences(config.data.train_files)
     held_out = config.data.eval_sentences if loop.eval_steps > 0 else 0
@@ -279,8 +260,7 @@ def pretrain(config: PretrainConfig) -> PretrainResult:
     )
     masking = MaskedLMConfig(mlm_probability=config.masking.probability, whole_word=config.masking.whole_word)
     objective = MaskedLM(masking, encoder, head=head)
-    check_trackers(loop.report_to)  # an uninstalled tracker fails before anything is written
-    open_output_dir(output_dir, config.to_dict())  # the inputs are checked: only now is anything written
+    open_run(start, loop, config.to_dict())  # the inputs are checked: only now is anything written
     tokens = SentenceTokens(sentences, tokenizer, config.data.max_length)
     split = torch.randperm(len(tokens), generator=torch.Generator().manual_seed(loop.seed)).tolist()
     source = ", ".join(config.data.train_files)
@@ -317,14 +297,13 @@ def pretrain(config: PretrainConfig) -> PretrainResult:
         name="pre-training",
         recipe=config.to_dict(),
     )
-    outcome = run_steps(loop, steps, context, device, output_dir, resume)
+    outcome = run_steps(loop, steps, context, device, output_dir, start.resume)
     require_finite_weights(model, outcome.state.step)
     save_mlm_model(model, tokenizer, output_dir / "model")  # the final model, with its head
     write_pretrained_card(output_dir / "model", config.to_dict(), outcome.state.step, outcome.history)
     plot_pretraining(outcome.history, output_dir / "mlm_loss.png")
     result = PretrainResult(output_dir, outcome.state.step, outcome.last_metrics)
-    with atomic_file(output_dir / "summary.json") as handle:
-        finite_json.dump(result.summary(), handle, indent=2)
+    finish_run(start, result.summary())
     return result
 
 

@@ -46,4 +46,5 @@ def run(kind: str, config):
 def summary(kind: str, result) -> str:
     return RUN_KINDS[kind].summarise(result)
 
+
 __all__ = ["RUN_KINDS", "RunKind", "load_run_recipe", "replace_training", "run", "summary"]

@@ -342,9 +342,12 @@ def test_a_start_that_fails_on_its_inputs_writes_nothing_and_a_plain_rerun_works
 def test_resume_before_the_first_checkpoint_starts_from_step_zero_and_stale_temps_go(
     tmp_path, tiny_model_dir, wiki_file, stsb_data_dir
 ):
+    import yaml
+
     run = tmp_path / "run"
     run.mkdir()
-    (run / "config.yaml").write_text("{}")  # a run killed before its first checkpoint
+    config = recipe(tiny_model_dir, wiki_file, run, stsb_data_dir, max_steps=2, eval_steps=0, resume=True)
+    (run / "config.yaml").write_text(yaml.safe_dump(config.to_dict()))  # killed before its first checkpoint
     (run / ".checkpoint.tmp-abc12_xy").mkdir()  # the names tempfile gives atomic_write's siblings
     (run / ".checkpoint.tmp-abc12_xy" / "model.safetensors").write_bytes(b"x" * 100)
     (run / ".summary.json.tmp-k3j9x0qz").write_text("{")
@@ -354,10 +357,8 @@ def test_resume_before_the_first_checkpoint_starts_from_step_zero_and_stale_temp
         recipe(tiny_model_dir, wiki_file, run, stsb_data_dir, max_steps=2, eval_steps=0, resume=True)
     )
     assert result.steps == 2
-    assert sorted(p.name for p in run.iterdir() if p.name.startswith(".")) == [
-        ".model.tmp-drafts",
-        ".notes.tmp-mine",
-    ]
+    hidden = sorted(p.name for p in run.iterdir() if p.name.startswith("."))
+    assert hidden == [".model.tmp-drafts", ".notes.tmp-mine"]  # and the run's lock is gone with the run
     assert (run / ".notes.tmp-mine").read_text() == "the user's"
 
 
@@ -426,3 +427,63 @@ def test_metrics_log_never_writes_through_a_link(tmp_path):
     with pytest.raises(ConfigError, match="a symbolic link"):
         MetricsLog(tmp_path / "metrics.jsonl")
     assert outside.read_text() == "keep me"
+
+
+def test_two_runs_never_write_into_one_folder(tmp_path, tiny_model_dir, wiki_file, stsb_data_dir):
+    """A run holds a lock on its folder; a second run into it is one line naming the first run's process."""
+    import os
+
+    from sentcl.training.run import LOCK, acquire_lock
+
+    run = tmp_path / "run"
+    held = acquire_lock(run)  # the first run, still writing
+    try:
+        config = recipe(tiny_model_dir, wiki_file, run, stsb_data_dir, max_steps=2, eval_steps=0,
+                        overwrite_output_dir=True)  # fmt: skip
+        with pytest.raises(ConfigError, match=rf"being written by another sentcl run \(pid {os.getpid()}\)"):
+            train(config)
+        assert sorted(p.name for p in run.iterdir()) == [LOCK]  # nothing of the second run
+    finally:
+        held.close()
+    fresh = recipe(tiny_model_dir, wiki_file, run, stsb_data_dir, max_steps=2, eval_steps=0)
+    assert train(fresh).steps == 2  # the lock alone does not make the folder "not empty"
+
+
+def test_overwrite_replaces_the_previous_run_whole(tmp_path, tiny_model_dir, wiki_file, stsb_data_dir):
+    """A previous run's checkpoint is never resumed by an --overwrite run (a 2-step recipe once reported 6
+    steps), and an --overwrite run that fails leaves no old model beside its new config.yaml."""
+    run = tmp_path / "run"
+    train(
+        recipe(tiny_model_dir, wiki_file, run, stsb_data_dir, max_steps=6, eval_steps=3, checkpoint_steps=3)
+    )
+    (run / "notes.txt").write_text("mine")
+    again = recipe(tiny_model_dir, wiki_file, run, stsb_data_dir, max_steps=2, eval_steps=0,
+                   overwrite_output_dir=True)  # fmt: skip
+    assert train(again).steps == 2 and not (run / "checkpoint").exists()
+    diverging = recipe(tiny_model_dir, wiki_file, run, stsb_data_dir, learning_rate=1e6, eval_steps=1,
+                       overwrite_output_dir=True)  # fmt: skip
+    with pytest.raises(TrainingError):
+        train(diverging)
+    assert not (run / "model").exists() and not (run / "summary.json").exists()
+    assert (run / "notes.txt").read_text() == "mine"  # not the run's: kept
+
+
+def test_resume_refuses_a_changed_recipe(tmp_path, tiny_model_dir, wiki_file, stsb_data_dir):
+    run = tmp_path / "run"
+    train(
+        recipe(tiny_model_dir, wiki_file, run, stsb_data_dir, max_steps=4, eval_steps=2, checkpoint_steps=2)
+    )
+    changed = recipe(tiny_model_dir, wiki_file, run, stsb_data_dir, max_steps=4, eval_steps=2,
+                     checkpoint_steps=2, learning_rate=1e-5, resume=True)  # fmt: skip
+    with pytest.raises(ConfigError, match=r"training.learning_rate \(the run: 0.001, now: 1e-05\)") as error:
+        train(changed)
+    assert "\n" not in str(error.value)
+    other_file = tmp_path / "other.txt"
+    other_file.write_text("\n".join(SENTENCES) + "\n")
+    moved = recipe(tiny_model_dir, other_file, run, stsb_data_dir, max_steps=4, eval_steps=2,
+                   checkpoint_steps=2, resume=True)  # fmt: skip
+    with pytest.raises(ConfigError, match=r"data.train_file"):
+        train(moved)
+    same = recipe(tiny_model_dir, wiki_file, run, stsb_data_dir, max_steps=4, eval_steps=2,
+                  checkpoint_steps=2, resume=True, report_to=[])  # fmt: skip
+    assert train(same).steps == 4

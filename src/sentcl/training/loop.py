@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from sentcl.analysis.alignment_uniformity import geometry_snapshot, stsb_probe
-from sentcl.config import ConfigError, expand_path
+from sentcl.config import ConfigError, expand_path, load_yaml
 from sentcl.data import build_dataset, read_records
 from sentcl.data.streaming import StreamingDataset, check_streaming
 from sentcl.embedder import CachedEmbedder
@@ -33,8 +33,8 @@ from sentcl.training.guards import (
     require_finite_weights,
 )
 from sentcl.training.model_card import card_data, write_model_card
-from sentcl.training.recipe import TrainConfig
-from sentcl.training.run import begin, finish_run, open_run, task_evaluator
+from sentcl.training.recipe import TrainConfig, recipe_from_dict
+from sentcl.training.run import finish_run, open_run, running, task_evaluator
 from sentcl.training.selection import HeldOutProbe, hold_out, selection
 
 logger = logging.getLogger(__name__)
@@ -58,8 +58,12 @@ class TrainResult:
 def train(config: TrainConfig, also_measure: Callable[[CachedEmbedder], dict] | None = None) -> TrainResult:
     """Train ``config``; ``also_measure(embedder)`` (optional) adds metrics to every evaluation's record,
     under "measured", that choose nothing (a study's report set)."""
+    with running(config.training) as start:
+        return _train(config, start, also_measure)
+
+
+def _train(config: TrainConfig, start, also_measure) -> TrainResult:
     loop = config.training
-    start = begin(loop)
     context, device, output_dir = start.context, start.device, start.output_dir
 
     # Everything that can fail on bad input is checked before the first step.
@@ -101,7 +105,7 @@ def train(config: TrainConfig, also_measure: Callable[[CachedEmbedder], dict] | 
             f"of its own whose gradients GradCache cannot chunk; set it to 0"
         )
     recipe = config.to_dict()
-    open_run(start, loop, recipe)  # the inputs are checked: only now is anything written
+    open_run(start, loop, recipe, read_recipe)  # the inputs are checked: only now is anything written
     torch.manual_seed(
         loop.seed + context.rank
     )  # same initial weights everywhere, other dropout masks per rank
@@ -168,6 +172,14 @@ def train(config: TrainConfig, also_measure: Callable[[CachedEmbedder], dict] | 
         write_model_card(output_dir / "model", card)
     distributed.barrier(context)
     return result
+
+
+def read_recipe(path: Path) -> dict:
+    """A run folder's config.yaml as the resolved recipe it was written from (what --resume compares)."""
+    try:
+        return recipe_from_dict(load_yaml(path)).to_dict()
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: not the recipe of a sentcl training run ({exc})") from None
 
 
 def summarise(result: TrainResult) -> str:

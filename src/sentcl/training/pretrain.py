@@ -44,7 +44,7 @@ from sentcl.training.engine import Steps, autocast_context, run_steps
 from sentcl.training.guards import finite_evaluation, require_finite_metric, require_finite_weights
 from sentcl.training.model_card import write_pretrained_card
 from sentcl.training.recipe import RunConfig
-from sentcl.training.run import begin, finish_run, open_run, task_evaluator
+from sentcl.training.run import finish_run, open_run, running, task_evaluator
 
 logger = logging.getLogger(__name__)
 
@@ -229,8 +229,12 @@ def pretrain(config: PretrainConfig) -> PretrainResult:
     """The masked-LM objective (``objectives/mlm.py``) run by the training loop (``run_steps``): only the
     model (an ``AutoModelForMaskedLM``), the data (held-out sentences apart), the evaluation (held-out MLM
     loss, an STS probe) and what is saved (the final model with its head) are pre-training's own."""
+    with running(config.training, torchrun=False) as start:
+        return _pretrain(config, start)
+
+
+def _pretrain(config: PretrainConfig, start) -> PretrainResult:
     loop = config.training
-    start = begin(loop, torchrun=False)
     context, device, output_dir = start.context, start.device, start.output_dir
 
     sentences = read_pretrain_sentences(config.data.train_files)
@@ -260,7 +264,7 @@ def pretrain(config: PretrainConfig) -> PretrainResult:
     )
     masking = MaskedLMConfig(mlm_probability=config.masking.probability, whole_word=config.masking.whole_word)
     objective = MaskedLM(masking, encoder, head=head)
-    open_run(start, loop, config.to_dict())  # the inputs are checked: only now is anything written
+    open_run(start, loop, config.to_dict(), lambda path: load_pretrain_recipe(path).to_dict())
     tokens = SentenceTokens(sentences, tokenizer, config.data.max_length)
     split = torch.randperm(len(tokens), generator=torch.Generator().manual_seed(loop.seed)).tolist()
     source = ", ".join(config.data.train_files)

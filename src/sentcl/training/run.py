@@ -13,10 +13,15 @@ A run writes into ``output_dir``:
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import logging
+import os
 import shutil
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import torch
 import yaml
@@ -42,11 +47,22 @@ class RunStart:
     resume: bool
     context: DistributedContext
     device: torch.device
+    #: the open lock file of the output folder (rank 0): held while the run runs
+    lock: IO | None = None
+    #: the folder did not exist before the run
+    created: bool = False
+
+
+#: the lock a run holds on its output folder, so that two runs never write into one
+LOCK = ".sentcl-run.lock"
+#: what a resumed run may change in its recipe: where and how it runs, not what it trains
+RESUME_MAY_CHANGE = {"output_dir", "resume", "overwrite_output_dir", "report_to", "eval_data_dir", "device"}
 
 
 def begin(loop, torchrun: bool = True) -> RunStart:
     """The checks every run makes before reading its inputs: the processes (``torchrun``: whether it may run
-    in several), the output folder, the seed and the device. Writes nothing."""
+    in several), the output folder and its lock (another run writing there is refused), the seed and the
+    device. Writes nothing but the lock."""
     context = distributed.setup()
     if not torchrun and context.world_size > 1:
         raise ConfigError("this command runs in one process (no torchrun)")
@@ -56,16 +72,108 @@ def begin(loop, torchrun: bool = True) -> RunStart:
         )
     output_dir = Path(loop.output_dir)
     resume = check_output_dir(output_dir, loop.overwrite_output_dir, loop.resume)
+    created = not output_dir.exists()
+    lock = acquire_lock(output_dir) if context.is_main else None
     set_seed(loop.seed)
-    return RunStart(output_dir, resume, context, distributed.select_device(loop.device, context))
+    device = distributed.select_device(loop.device, context)
+    return RunStart(output_dir, resume, context, device, lock, created)
 
 
-def open_run(start: RunStart, loop, recipe: dict) -> None:
-    """Once every input is checked: the trackers' installs, then the folder and its config.yaml (rank 0)."""
+@contextlib.contextmanager
+def running(loop, torchrun: bool = True) -> Iterator[RunStart]:
+    """``begin``, and the folder's lock released when the run ends, however it ends (a library caller runs
+    several in one process: ``--seeds``, the reproduction)."""
+    start = begin(loop, torchrun)
+    try:
+        yield start
+    finally:
+        release(start)
+
+
+def release(start: RunStart) -> None:
+    """The lock file goes while the lock is still held (a run waiting on it then fails rather than sharing
+    the folder with one that comes later); a folder the run made and never wrote into goes too, so a failed
+    start leaves nothing behind."""
+    if start.lock is None:
+        return
+    (start.output_dir / LOCK).unlink(missing_ok=True)
+    start.lock.close()
+    if start.created and start.output_dir.is_dir() and not any(start.output_dir.iterdir()):
+        start.output_dir.rmdir()
+
+
+def acquire_lock(folder: Path) -> IO:
+    """An exclusive, non-blocking lock on ``folder/.sentcl-run.lock`` (released when the process ends, even
+    by SIGKILL); a folder another run holds is one ConfigError naming that run's process."""
+    folder.mkdir(parents=True, exist_ok=True)
+    handle = (folder / LOCK).open("a+", encoding="utf-8")
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "another process"
+        handle.close()
+        raise ConfigError(
+            f"training.output_dir: {folder} is being written by another sentcl run (pid {holder}); wait for "
+            f"it or choose another folder"
+        ) from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(str(os.getpid()))
+    handle.flush()
+    return handle
+
+
+def open_run(start: RunStart, loop, recipe: dict, read_recipe: Callable[[Path], dict] | None = None) -> None:
+    """Once every input is checked: the trackers' installs, then the folder and its config.yaml (rank 0).
+    A resumed run must be the run it resumes: its recipe (``read_recipe`` reads the folder's config.yaml
+    the same way) may differ only in where and how it runs. ``--overwrite`` replaces the previous run: its
+    entries go before the new config.yaml is written (a user's own files in the folder stay)."""
     check_trackers(loop.report_to)  # an uninstalled tracker fails here, before anything is written
+    previous = start.output_dir / "config.yaml"
+    if loop.resume and read_recipe is not None and previous.is_file():
+        check_same_run(read_recipe(previous), recipe, previous)
     if start.context.is_main:
+        if loop.overwrite_output_dir and not loop.resume:
+            remove_previous_run(start.output_dir)
         open_output_dir(start.output_dir, recipe)
     distributed.barrier(start.context)
+
+
+def check_same_run(before: dict, now: dict, where: Path) -> None:
+    """One ConfigError naming what a resumed run would change (a train file, a temperature, a learning rate:
+    the log would say one thing and config.yaml another)."""
+    changed = []
+    for section in sorted(set(before) | set(now)):
+        old, new = before.get(section) or {}, now.get(section) or {}
+        for key in sorted(set(old) | set(new)):
+            if section == "training" and key in RESUME_MAY_CHANGE:
+                continue
+            if old.get(key) != new.get(key):
+                changed.append(f"{section}.{key} (the run: {old.get(key)!r}, now: {new.get(key)!r})")
+    if changed:
+        more = f" and {len(changed) - 2} more" if len(changed) > 2 else ""
+        raise ConfigError(
+            f"--resume: {where} was started with another recipe: {'; '.join(changed[:2])}{more}; resume it "
+            f"with its own recipe (that config.yaml), or start a new run"
+        )
+
+
+#: what the trackers write in a run folder
+TRACKER_ENTRIES = ("tensorboard", "wandb", "mlruns")
+
+
+def remove_previous_run(folder: Path) -> None:
+    """``--overwrite``: the entries a previous run wrote (its model, checkpoint, log, summary, trackers), so
+    that a run that fails leaves no old model beside the new config.yaml; nothing else."""
+    for name in (*RUN_ENTRIES, *TRACKER_ENTRIES):
+        entry = folder / name
+        if entry.is_symlink():
+            continue  # refused by open_output_dir, never followed
+        if entry.is_dir():
+            shutil.rmtree(entry)
+        elif entry.exists():
+            entry.unlink()
 
 
 def finish_run(start: RunStart, summary: dict) -> None:
@@ -95,7 +203,7 @@ def task_evaluator(loop) -> tuple[Evaluator, Path]:
 def check_output_dir(path: Path, overwrite: bool, resume: bool) -> bool:
     """Refuse a non-empty folder without --overwrite or --resume; write nothing. Returns whether there is
     a checkpoint to resume from (--resume before the first checkpoint starts from step 0)."""
-    if path.exists() and any(path.iterdir()) and not (overwrite or resume):
+    if path.exists() and any(p.name != LOCK for p in path.iterdir()) and not (overwrite or resume):
         raise ConfigError(
             f"training.output_dir: {path} is not empty; pass --overwrite "
             f"(training.overwrite_output_dir=true) or --resume"

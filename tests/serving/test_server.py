@@ -248,7 +248,8 @@ def test_nan_vectors_are_never_served_as_null():
             vectors[:, 0] = [np.nan if "boom" in s else 1.0 for s in sentences]
             return vectors
 
-    client = TestClient(create_app(Broken(), model_name="broken", dimension=4), raise_server_exceptions=False)
+    app = create_app(Broken(), model_name="broken", dimension=4)
+    client = TestClient(app, base_url="http://localhost", raise_server_exceptions=False)
     assert client.post("/v1/embeddings", json={"input": ["fine"]}).status_code == 200
     for path, body in (
         ("/v1/embeddings", {"input": ["fine", "boom"]}),
@@ -257,3 +258,31 @@ def test_nan_vectors_are_never_served_as_null():
         response = client.post(path, json=body)
         assert response.status_code == 500, response.text
         assert "NaN or infinite" in response.json()["error"]["message"] and "data" not in response.json()
+
+
+def test_only_the_bound_host_names_are_answered():
+    """DNS rebinding: a page on evil.example resolves its name to 127.0.0.1 and its script reads the API;
+    the Host header still says evil.example, and is refused."""
+    from fastapi.testclient import TestClient
+
+    from sentcl.serving.server import create_app, default_allowed_hosts
+
+    class Ones:
+        def encode(self, sentences):
+            return np.ones((len(sentences), 4), np.float32)
+
+    app = create_app(Ones(), model_name="m", dimension=4, allowed_hosts=default_allowed_hosts("127.0.0.1"))
+    client = TestClient(app, base_url="http://localhost:8000")
+    assert client.get("/health").status_code == 200
+    for host in ("127.0.0.1:8000", "[::1]:8000", "LOCALHOST"):
+        assert client.get("/health", headers={"host": host}).status_code == 200, host
+    for host in ("evil.example", "evil.example:8000", "localhost.evil.example", ""):
+        response = client.post("/v1/embeddings", json={"input": ["x"]}, headers={"host": host})
+        assert response.status_code == 400 and "--allowed-hosts" in response.json()["error"]["message"], host
+    assert default_allowed_hosts("0.0.0.0") == ["*"] and default_allowed_hosts("example.org") == [
+        "example.org"
+    ]
+    anywhere = TestClient(
+        create_app(Ones(), model_name="m", dimension=4, allowed_hosts=["*"]), base_url="http://x"
+    )
+    assert anywhere.get("/health").status_code == 200

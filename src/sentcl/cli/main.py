@@ -194,6 +194,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pooler", choices=list(POOLERS))
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
+    p.add_argument(
+        "--allowed-hosts",
+        help="comma-separated Host names the server answers (default: the bound host's: localhost, 127.0.0.1 "
+        "and ::1 for a loopback bind); '*' answers any (a page on another site can then read the API)",
+    )
     p.add_argument("--max-inputs", type=positive_int, default=256, help="texts per request")
     p.add_argument("--max-chars", type=positive_int, default=8192, help="characters per text")
     p.add_argument(
@@ -420,7 +425,7 @@ def run_search(args: argparse.Namespace) -> int:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    from sentcl.serving.server import ServerLimits, create_app, serve, token_counter
+    from sentcl.serving.server import ServerLimits, create_app, default_allowed_hosts, serve, token_counter
 
     index = SentenceIndex.load(args.index) if args.index else None
     encoder = _inference_encoder(args)
@@ -435,6 +440,15 @@ def run_serve(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"{args.index}: {index.index.d}-dim vectors, but the model gives {encoder.dimension}"
         )
+    if args.allowed_hosts:
+        hosts = [h.strip() for h in args.allowed_hosts.split(",") if h.strip()]
+    else:
+        hosts = default_allowed_hosts(args.host)
+    if "*" in hosts:
+        logging.getLogger("sentcl.serve").warning(
+            "any Host header is answered: a web page on another site can read this API by DNS rebinding; "
+            "pass --allowed-hosts with the names clients use"
+        )
     app = create_app(
         _BatchedEncoder(encoder, args.batch_size),
         model_name=args.model,
@@ -442,6 +456,7 @@ def run_serve(args: argparse.Namespace) -> int:
         index=index,
         limits=ServerLimits(max_inputs=args.max_inputs, max_chars=args.max_chars, max_tokens=args.max_tokens),
         count_tokens=token_counter(encoder.tokenizer, encoder.max_length),
+        allowed_hosts=hosts,
     )
     serve(app, host=args.host, port=args.port, quiet=args.quiet)
     return 0

@@ -52,6 +52,49 @@ class ServerLimits:
     max_tokens: int = 8192
 
 
+#: the names of the loopback interface a browser may use for a server bound there
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+
+
+def default_allowed_hosts(host: str) -> list[str]:
+    """The Host names a server bound to ``host`` answers: the loopback names for a loopback bind, the bound
+    name for any other, every name (``*``) for a wildcard bind, which then needs ``--allowed-hosts``."""
+    if host in ("0.0.0.0", "::", ""):
+        return ["*"]
+    if host in LOOPBACK_NAMES or host.startswith("127."):
+        return sorted({*LOOPBACK_NAMES, host})
+    return [host]
+
+
+class AllowedHosts:
+    """ASGI middleware: a request whose Host header (port aside) is not one the server is meant to answer
+    gets 400 with one JSON message, before it reaches the API. Without it a web page an attacker serves can
+    read this server's answers (the indexed corpus through /search) by DNS rebinding."""
+
+    def __init__(self, app, hosts: Sequence[str]):
+        self.app = app
+        self.any = "*" in hosts
+        self.hosts = {h.lower().strip("[]") for h in hosts}
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or self.any:
+            return await self.app(scope, receive, send)
+        raw = dict(scope.get("headers", [])).get(b"host", b"").decode("latin-1").strip().lower()
+        name = (
+            raw[1:].split("]", 1)[0]
+            if raw.startswith("[")
+            else raw.rsplit(":", 1)[0]
+            if raw.count(":") == 1
+            else raw
+        )
+        if name not in self.hosts:
+            shown = raw[:100] or "(none)"
+            return await _error(400, f"Host {shown!r} is not served here (sentcl serve --allowed-hosts)")(
+                scope, receive, send
+            )
+        return await self.app(scope, receive, send)
+
+
 class APIError(Exception):
     def __init__(self, status: int, message: str, param: str | None = None):
         super().__init__(message)
@@ -98,6 +141,7 @@ def create_app(
     index: SentenceIndex | None = None,
     limits: ServerLimits = ServerLimits(),
     count_tokens: Callable[[list[str]], int] | None = None,
+    allowed_hosts: Sequence[str] = LOOPBACK_NAMES,
 ) -> FastAPI:
     """The ASGI app; ``embedder.encode(texts)`` gives the raw vectors (normalised here)."""
     app = FastAPI(title="sentcl", summary=f"sentence embeddings from {model_name}", version="1")
@@ -144,6 +188,7 @@ def create_app(
         return texts
 
     app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes)
+    app.add_middleware(AllowedHosts, hosts=allowed_hosts)  # the outermost: checked before anything else
 
     @app.exception_handler(APIError)
     async def api_error(request: Request, exc: APIError):

@@ -182,3 +182,23 @@ def test_stale_temporaries_are_only_the_writers_own_siblings(tmp_path):
     assert found == set(own)
     (tmp_path / "model").mkdir()  # the swap completed: the old one is stale now
     assert ".model.old-ab12_x9z" in {p.name for p in stale_temporaries(tmp_path, ["model"])}
+
+
+@pytest.mark.parametrize(("umask", "file_mode"), [(0o022, 0o644), (0o077, 0o600)])
+def test_private_files_a_writer_makes_are_published_under_the_umask(
+    tmp_path, umask, file_mode, tiny_model_dir
+):
+    """safetensors (and tempfile) make 0600 files: every model and checkpoint file was 0600 whatever umask."""
+    from sentcl.model import SentenceEncoder
+
+    old = os.umask(umask)
+    try:
+        with atomic_folder(tmp_path / "folder", "test") as tmp:
+            (tmp / "sub").mkdir()
+            (tmp / "sub" / "private.bin").write_bytes(b"x")
+            (tmp / "sub" / "private.bin").chmod(0o600)
+        SentenceEncoder.load(str(tiny_model_dir)).save(tmp_path / "model")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "folder" / "sub" / "private.bin").stat().st_mode & 0o777 == file_mode
+    assert (tmp_path / "model" / "model.safetensors").stat().st_mode & 0o777 == file_mode

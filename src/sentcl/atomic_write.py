@@ -142,6 +142,19 @@ def follow_umask(path: Path, kind: str) -> None:
     path.chmod((0o777 if kind == "folder" else 0o666) & ~_umask())
 
 
+def publish(folder: Path) -> None:
+    """Every file and folder under ``folder`` as a plain ``open`` / ``mkdir`` would have made it under the
+    umask: some writers (safetensors, tempfile) make private 0600 files, which nobody else could read."""
+    mask = _umask()
+    for root, dirs, files in os.walk(folder):
+        for name in dirs:
+            Path(root, name).chmod(0o777 & ~mask)
+        for name in files:
+            path = Path(root, name)
+            if not path.is_symlink():
+                path.chmod(0o666 & ~mask)
+
+
 @contextlib.contextmanager
 def atomic_folder(path: str | Path, kind: str, overwrite: bool = False, what: str = "") -> Iterator[Path]:
     """Yield an empty temporary folder; on success it replaces ``path``, marked as sentcl's ``kind`` folder.
@@ -153,6 +166,7 @@ def atomic_folder(path: str | Path, kind: str, overwrite: bool = False, what: st
     follow_umask(tmp, "folder")
     try:
         yield tmp
+        publish(tmp)
         entries = sorted(entry.name for entry in tmp.iterdir() if entry.name != MARKER)
         record = {"kind": kind, "entries": entries, "sentcl": __version__}
         (tmp / MARKER).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")

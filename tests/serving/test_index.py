@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from sentcl.model import SentenceEncoder
-from sentcl.serving import SentenceIndex
+from sentcl.serving import IndexFolderError, SentenceIndex
 from tests.conftest import SENTENCES
 
 
@@ -54,7 +54,7 @@ def test_bad_inputs(tmp_path, data):
         SentenceIndex.build(corpus, texts[:10])
     with pytest.raises(ValueError, match="not one of"):
         SentenceIndex.build(corpus, texts, kind="hnsw")
-    with pytest.raises(FileNotFoundError, match="not a sentcl index folder"):
+    with pytest.raises(IndexFolderError, match="not a sentcl index folder"):
         SentenceIndex.load(tmp_path)
 
 
@@ -87,3 +87,29 @@ def test_an_index_of_nan_vectors_is_refused():
 
     with pytest.raises(EmbeddingError, match=r"1 of 3 sentences \(the first is #1: 'b'\)"):
         SentenceIndex.of_corpus(Broken(), ["a", "b", "c"])
+
+
+@pytest.mark.parametrize("damage", ["flip a byte", "claim gigabytes", "swap the texts", "old index.json"])
+def test_a_damaged_or_forged_index_is_refused_before_faiss_reads_it(tmp_path, data, damage):
+    """Flipped bytes were once served with cosine 1.047; a 25 KB file claiming 3 GB allocated 3.5 GB."""
+    import json
+
+    vectors, texts, _ = data
+    folder = SentenceIndex.build(vectors, texts).save(tmp_path / "idx")
+    graph = folder / "index.faiss"
+    if damage == "flip a byte":
+        raw = bytearray(graph.read_bytes())
+        raw[-5] ^= 0xFF
+        graph.write_bytes(bytes(raw))
+    elif damage == "claim gigabytes":
+        raw = bytearray(graph.read_bytes())
+        raw[8:16] = (10**8).to_bytes(8, "little")  # the header's vector count
+        graph.write_bytes(bytes(raw))
+    elif damage == "swap the texts":
+        (folder / "texts.jsonl").write_text(json.dumps("another corpus") + "\n" * 1)
+    else:
+        meta = json.loads((folder / "index.json").read_text())
+        del meta["files"]
+        (folder / "index.json").write_text(json.dumps(meta))
+    with pytest.raises(IndexFolderError, match=r"does not match index.json|build it again"):
+        SentenceIndex.load(folder)

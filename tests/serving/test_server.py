@@ -286,3 +286,20 @@ def test_only_the_bound_host_names_are_answered():
         create_app(Ones(), model_name="m", dimension=4, allowed_hosts=["*"]), base_url="http://x"
     )
     assert anywhere.get("/health").status_code == 200
+
+
+def test_unknown_fields_are_refused_and_no_page_loads_a_cdn():
+    from fastapi.testclient import TestClient
+
+    from sentcl.serving.server import create_app
+
+    class Ones:
+        def encode(self, sentences):
+            return np.ones((len(sentences), 4), np.float32)
+
+    client = TestClient(create_app(Ones(), model_name="m", dimension=4), base_url="http://localhost")
+    typo = client.post("/v1/embeddings", json={"input": ["x"], "dimension": 2})  # once 200 with 4 dims
+    assert typo.status_code == 422 and "dimension" in typo.json()["error"]["message"]
+    assert client.post("/v1/embeddings", json={"input": ["x"], "user": "u", "model": "m"}).status_code == 200
+    assert client.get("/docs").status_code == 404 and client.get("/redoc").status_code == 404
+    assert client.get("/openapi.json").status_code == 200

@@ -30,7 +30,7 @@ from sentcl.model.pooling import LOADING_DEFAULT
 from sentcl.postprocess import POSTPROCESSORS, PostProcessedEmbedder, fit_postprocessor, load_postprocessor
 from sentcl.postprocess.corpus import fit_corpus
 from sentcl.precision import PRECISIONS
-from sentcl.serving import SentenceIndex
+from sentcl.serving import IndexFolderError, SentenceIndex
 from sentcl.training import CheckpointError, TrainingError
 from sentcl.training.kinds import load_run_recipe, replace_training, run, summary
 from sentcl.training.model_card import add_evaluation
@@ -48,6 +48,7 @@ USER_ERRORS = (
     TrainingError,
     CheckpointError,
     EmbeddingError,
+    IndexFolderError,
 )
 
 

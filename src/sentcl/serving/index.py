@@ -9,6 +9,7 @@ The index sees a model only through the :class:`Embedder` protocol (``encode(tex
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Sequence
@@ -25,6 +26,20 @@ if TYPE_CHECKING:
     import faiss
 
 FLAT_LIMIT = 100_000
+#: the files of an index folder, each fingerprinted in index.json
+INDEX_FILES = ("index.faiss", "texts.jsonl")
+
+
+class IndexFolderError(ValueError):
+    """An index folder that cannot be used as it is; the message names the file."""
+
+
+def _fingerprint(path: Path) -> dict:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return {"bytes": path.stat().st_size, "sha256": digest.hexdigest()}
 
 
 @dataclass(frozen=True)
@@ -118,23 +133,47 @@ class SentenceIndex:
 
     def save(self, folder: str | Path, overwrite: bool = False) -> Path:
         """Write the index folder atomically; a folder sentcl did not write is replaced only with
-        ``overwrite`` (sentcl/atomic_write.py)."""
+        ``overwrite`` (sentcl/atomic_write.py). ``index.json`` records each file's size and sha256."""
         with atomic_folder(folder, "index", overwrite) as tmp:
             _faiss().write_index(self.index, str(tmp / "index.faiss"))
             with (tmp / "texts.jsonl").open("w", encoding="utf-8") as handle:
                 handle.writelines(json.dumps(text) + "\n" for text in self.texts)
             meta = {"kind": self.kind, "size": len(self), "dimension": self.index.d, "model": self.model}
+            meta["files"] = {name: _fingerprint(tmp / name) for name in INDEX_FILES}
             (tmp / "index.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
         return Path(folder)
 
     @classmethod
     def load(cls, folder: str | Path) -> SentenceIndex:
+        """The index of a folder ``save`` wrote, its files checked against ``index.json`` (size and sha256)
+        before faiss reads them: flipped bytes, a swapped file or a header claiming gigabytes are one
+        IndexError line, never served or allocated."""
         folder = Path(folder)
         meta_path = folder / "index.json"
         if not meta_path.is_file():
-            raise FileNotFoundError(f"{folder}: no index.json; not a sentcl index folder")
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            raise IndexFolderError(f"{folder}: no index.json; not a sentcl index folder")
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            files, size, dimension = meta["files"], int(meta["size"]), int(meta["dimension"])
+        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError):
+            raise IndexFolderError(
+                f"{meta_path}: not an index.json this sentcl can check (no file fingerprints: an index of an "
+                f"older version, or a damaged one); build it again with sentcl index"
+            ) from None
+        for name in INDEX_FILES:
+            path = folder / name
+            if not path.is_file():
+                raise IndexFolderError(f"{path}: missing")
+            if path.stat().st_size != files.get(name, {}).get("bytes") or _fingerprint(path) != files.get(
+                name
+            ):
+                raise IndexFolderError(
+                    f"{path}: does not match index.json (damaged or replaced); build it again"
+                )
         texts = [
             json.loads(line) for line in (folder / "texts.jsonl").read_text(encoding="utf-8").splitlines()
         ]
-        return cls(_faiss().read_index(str(folder / "index.faiss")), texts, meta["kind"], meta.get("model"))
+        index = _faiss().read_index(str(folder / "index.faiss"))
+        if index.ntotal != size or index.d != dimension or len(texts) != size:
+            raise IndexFolderError(f"{folder}: index.json says {size} × {dimension}, the files do not")
+        return cls(index, texts, meta["kind"], meta.get("model"))

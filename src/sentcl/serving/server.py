@@ -114,12 +114,14 @@ class _Request(BaseModel):
 
 
 class EmbeddingsRequest(_Request):
-    # OpenAI clients send fields we do not use (user, ...)
-    model_config = ConfigDict(extra="ignore", strict=True)
+    """OpenAI's embeddings request. Every field OpenAI defines is accepted (``user`` only identifies the
+    caller); any other is refused, so a typo such as ``dimension`` is a 422, not a silent 384."""
+
     input: Texts | list[int] | list[list[int]]
     model: str | None = None
     encoding_format: Literal["float", "base64"] = "float"
     dimensions: int | None = None
+    user: str | None = None
 
 
 class SimilarityRequest(_Request):
@@ -144,7 +146,11 @@ def create_app(
     allowed_hosts: Sequence[str] = LOOPBACK_NAMES,
 ) -> FastAPI:
     """The ASGI app; ``embedder.encode(texts)`` gives the raw vectors (normalised here)."""
-    app = FastAPI(title="sentcl", summary=f"sentence embeddings from {model_name}", version="1")
+    # no /docs or /redoc: their pages load scripts from a CDN (the API's description is /openapi.json)
+    app = FastAPI(
+        title="sentcl", summary=f"sentence embeddings from {model_name}", version="1", docs_url=None,
+        redoc_url=None,
+    )  # fmt: skip
     lock = threading.Lock()
 
     def embed(texts: list[str], dimensions: int | None = None) -> np.ndarray:

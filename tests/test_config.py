@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 from sentcl.config import ConfigError, apply_overrides, expand_path
@@ -67,3 +69,21 @@ def test_a_deprecation_warning_raised_from_sentcl_code_fails_the_suite():
         warnings.warn_explicit("old API", DeprecationWarning, "encoder.py", 1, module="sentcl.model.encoder")
     with warnings.catch_warnings(record=True):
         warnings.warn_explicit("old API", DeprecationWarning, "x.py", 1, module="somelib.x")
+
+
+def test_resource_bombs_in_a_recipe_are_cheap_one_line_errors(tmp_path):
+    """744 bytes of nested YAML aliases grew to 6.5 GB; 5,000 levels of nesting were a RecursionError; a
+    258-byte value printed in a type error became a 39 MB line."""
+    from sentcl.config import from_dict, load_yaml
+    from sentcl.training.recipe import LoopConfig
+
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text('a: &a ["x","x","x","x","x","x","x","x","x"]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\n')
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("a: " + "[" * 5000 + "]" * 5000 + "\n")
+    for path, words in ((bomb, "anchors (&name) are not allowed"), (deep, "nested deeper than 64 levels")):
+        with pytest.raises(ConfigError, match=rf"{path.name}: invalid YAML: line 1: {re.escape(words)}"):
+            load_yaml(path)
+    with pytest.raises(ConfigError) as error:
+        from_dict(LoopConfig, {"seed": "x" * 10**6}, prefix="training")
+    assert len(str(error.value)) < 200 and "(1,000,002 characters)" in str(error.value)

@@ -44,39 +44,39 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
                 return _coerce(value, option, key)
             except ConfigError as exc:
                 errors.append(str(exc))
-        raise ConfigError(errors[0] if len(errors) == 1 else f"{key}: {value!r} matches none of {tp}")
+        raise ConfigError(errors[0] if len(errors) == 1 else f"{key}: {shown(value)} matches none of {tp}")
     if origin is typing.Literal:
         if value not in get_args(tp):
             allowed = ", ".join(repr(a) for a in get_args(tp))
-            raise ConfigError(f"{key}: {value!r} is not one of {allowed}")
+            raise ConfigError(f"{key}: {shown(value)} is not one of {allowed}")
         return value
     if dataclasses.is_dataclass(tp):
         if isinstance(value, tp):
             return value
         if not isinstance(value, dict):
-            raise ConfigError(f"{key}: expected a mapping for {_type_name(tp)}, got {value!r}")
+            raise ConfigError(f"{key}: expected a mapping for {_type_name(tp)}, got {shown(value)}")
         return from_dict(tp, value, prefix=key)
     if origin in (list, tuple):
         if isinstance(value, str):
             value = [v.strip() for v in value.split(",") if v.strip()]
         if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{key}: expected a list, got {value!r}")
+            raise ConfigError(f"{key}: expected a list, got {shown(value)}")
         (item_tp, *_) = get_args(tp) or (Any,)
         items = [_coerce(v, item_tp, f"{key}[{i}]") for i, v in enumerate(value)]
         return items if origin is list else tuple(items)
     if origin is dict:
         if not isinstance(value, dict):
-            raise ConfigError(f"{key}: expected a mapping, got {value!r}")
+            raise ConfigError(f"{key}: expected a mapping, got {shown(value)}")
         return dict(value)
     if tp is bool:
         if isinstance(value, bool):
             return value
-        raise ConfigError(f"{key}: expected true or false, got {value!r}")
+        raise ConfigError(f"{key}: expected true or false, got {shown(value)}")
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
             if isinstance(value, float) and value.is_integer():
                 return int(value)
-            raise ConfigError(f"{key}: expected an integer, got {value!r}")
+            raise ConfigError(f"{key}: expected an integer, got {shown(value)}")
         return value
     if tp is float:
         if isinstance(value, str):  # PyYAML (YAML 1.1) reads 1e-5 as a string; accept it as a number
@@ -85,11 +85,11 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             except ValueError:
                 pass
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{key}: expected a number, got {value!r}")
+            raise ConfigError(f"{key}: expected a number, got {shown(value)}")
         return float(value)
     if tp is str:
         if not isinstance(value, str):
-            raise ConfigError(f"{key}: expected a string, got {value!r}")
+            raise ConfigError(f"{key}: expected a string, got {shown(value)}")
         return value
     return value
 
@@ -135,16 +135,60 @@ def to_dict(obj: Any) -> Any:
     return obj
 
 
+#: a recipe is a few hundred lines: bounds that no recipe reaches, and that keep a crafted file cheap
+MAX_YAML_BYTES = 1 << 20
+MAX_YAML_DEPTH = 64
+#: how much of a value an error message shows
+SHOWN = 80
+
+
+def shown(value: Any) -> str:
+    """``repr(value)`` cut to ``SHOWN`` characters, saying so: an error line stays a line."""
+    text = repr(value)
+    return text if len(text) <= SHOWN else f"{text[:SHOWN]}… ({len(text):,} characters)"
+
+
+class _RecipeLoader(yaml.SafeLoader):
+    """YAML's safe loader without anchors and aliases (744 bytes of nested aliases once grew to 6.5 GB) and
+    with a nesting limit (5,000 levels were a RecursionError): recipes use neither."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise yaml.YAMLError(f"line {mark.line + 1}: aliases (*name) are not allowed in a recipe")
+        event = self.peek_event()
+        if getattr(event, "anchor", None):
+            raise yaml.YAMLError(
+                f"line {event.start_mark.line + 1}: anchors (&name) are not allowed in a recipe"
+            )
+        self._depth = getattr(self, "_depth", 0) + 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                raise yaml.YAMLError(
+                    f"line {event.start_mark.line + 1}: nested deeper than {MAX_YAML_DEPTH} levels"
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def parse_yaml(text: str) -> Any:
+    """YAML as recipes and overrides are read: safe, no aliases, bounded depth."""
+    return yaml.load(text, Loader=_RecipeLoader)  # a SafeLoader subclass
+
+
 def load_yaml(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: config file not found")
+    if path.stat().st_size > MAX_YAML_BYTES:
+        raise ConfigError(f"{path}: {path.stat().st_size:,} bytes; a recipe is at most {MAX_YAML_BYTES:,}")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = parse_yaml(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        raise ConfigError(f"{where}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
+        raise ConfigError(f"{where}: invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 text ({exc.reason})") from None
     if data is None:
@@ -158,13 +202,13 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     """Apply ``a.b.c=value`` overrides (value parsed as YAML) to a nested dict, in place."""
     for item in overrides:
         if "=" not in item:
-            raise ConfigError(f"override {item!r} is not of the form key=value")
+            raise ConfigError(f"override {shown(item)} is not of the form key=value")
         key, raw = item.split("=", 1)
         key = key.strip()
         if not key or any(not part for part in key.split(".")):
-            raise ConfigError(f"override {item!r} has an empty key")
+            raise ConfigError(f"override {shown(item)} has an empty key")
         try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
+            value = parse_yaml(raw) if raw.strip() else ""
         except yaml.YAMLError:
             value = raw
         node = data
@@ -172,7 +216,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
         for part in parts[:-1]:
             child = node.setdefault(part, {})
             if not isinstance(child, dict):
-                raise ConfigError(f"override {key!r}: {part!r} is not a section")
+                raise ConfigError(f"override {key!r}: {shown(part)} is not a section")
             node = child
         node[parts[-1]] = value
     return data
@@ -185,5 +229,5 @@ def expand_path(value: str, key: str) -> str:
     """Expand ``~`` and ``$VAR``/``${VAR}``; an unset variable is an error naming the key."""
     for name in _ENV_VAR.findall(value):
         if name not in os.environ:
-            raise ConfigError(f"{key}: environment variable {name} is not set (in {value!r})")
+            raise ConfigError(f"{key}: environment variable {name} is not set (in {shown(value)})")
     return str(Path(os.path.expandvars(value)).expanduser())

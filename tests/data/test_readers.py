@@ -156,3 +156,35 @@ def test_a_run_trains_from_jsonl_and_names_its_rows_on_error(tmp_path, tiny_mode
     path.write_text("".join(f'{{"sentence": "sentence number {i}"}}\n' for i in range(6)))
     dataset = ContrastiveDataset(read_records(path), SentenceEncoder.load(str(tiny_model_dir)).tokenizer)
     assert dataset.describe([0, 5]) == f"{path} lines [1, 6]"
+
+
+def test_old_mac_line_ends_are_lines_and_a_nul_byte_is_no_text(tmp_path):
+    """A file with \\r line ends was one example; a NUL byte in a CSV field was accepted."""
+    from sentcl.data import read_sentences, read_table
+
+    mac = tmp_path / "mac.txt"
+    mac.write_bytes(b"a dog runs\ra cat sits\r\ra bird sings\r")
+    assert [r[0] for r in read_sentences(mac).rows] == ["a dog runs", "a cat sits", "a bird sings"]
+    mixed = tmp_path / "mixed.txt"
+    mixed.write_bytes(b"one\r\ntwo\rthree\nfour")
+    records = read_sentences(mixed)
+    assert [r[0] for r in records.rows] == ["one", "two", "three", "four"] and records.lines == [1, 2, 3, 4]
+    nul = tmp_path / "pairs.csv"
+    nul.write_bytes(b"a dog,a cat\nthe man,the wo\x00man\n")
+    with pytest.raises(DataError, match=r"pairs\.csv:2: a NUL byte"):
+        read_table(nul)
+
+
+def test_a_huge_line_is_cut_and_said_to_be(tmp_path, monkeypatch, caplog):
+    """A 50 MB single-line file once trained at 7.3 GB: a line is read at most MAX_LINE_BYTES at a time."""
+    import sentcl.data.readers as readers
+    from sentcl.data import read_sentences
+
+    monkeypatch.setattr(readers, "MAX_LINE_BYTES", 64)
+    path = tmp_path / "long.txt"
+    path.write_text("short one\n" + "é" * 5000 + "\nafter\n", encoding="utf-8")
+    with caplog.at_level("WARNING", logger="sentcl.data.readers"):
+        rows = [r[0] for r in read_sentences(path).rows]
+    assert rows[0] == "short one" and rows[2] == "after"
+    assert rows[1] == "é" * 32  # 64 bytes of a two-byte character, cut on a character boundary
+    assert "long.txt:2: a line of 10,001 bytes, cut to its first 64" in caplog.text

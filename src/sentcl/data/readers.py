@@ -51,9 +51,16 @@ class Records:
         return len(self.rows)
 
 
+#: the longest line read whole (bytes): a 50 MB single-line file once trained at 7.3 GB of memory; longer
+#: lines are cut here, and the log says where and from how long (the tokenizer keeps far fewer characters)
+MAX_LINE_BYTES = 1 << 20
+
+
 def _text_lines(path: Path):
     """The file's lines as text, read as a stream (a gzip is decompressed on the way); errors name
-    file:line. Memory stays one line, whatever the file's size."""
+    file:line. Memory stays one bounded line, whatever the file's size. Line ends are \\n, \\r\\n or a
+    lone \\r (a file saved with old Mac line ends is many lines, not one); a NUL byte is no text and an
+    error; a line over ``MAX_LINE_BYTES`` is cut to it, with a warning naming file:line."""
     if not path.exists():
         raise DataError(f"{path}: file not found")
     if not path.is_file():
@@ -62,17 +69,49 @@ def _text_lines(path: Path):
     number = 0
     try:
         with opener(path, "rb") as handle:
-            for number, raw in enumerate(handle, start=1):
-                try:
-                    line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
-                except UnicodeDecodeError as exc:
-                    byte = raw[exc.start : exc.start + 1].hex()
-                    raise DataError(
-                        f"{path}:{number}: undecodable byte 0x{byte} (the file must be UTF-8)"
-                    ) from None
-                yield line
+            for raw, length in _bounded_lines(handle):
+                if length is not None:
+                    logger.warning(
+                        "%s:%d: a line of %s bytes, cut to its first %s", path, number + 1, f"{length:,}",
+                        f"{MAX_LINE_BYTES:,}",
+                    )  # fmt: skip
+                pieces = raw.replace(b"\r\n", b"\n").rstrip(b"\n").split(b"\r") if b"\r" in raw else [raw]
+                for piece in pieces:
+                    number += 1
+                    if b"\x00" in piece:
+                        raise DataError(f"{path}:{number}: a NUL byte (U+0000); the file is not text")
+                    yield _decode(piece, path, number, cut=length is not None)
     except (OSError, EOFError) as exc:  # gzip.BadGzipFile is an OSError
         raise DataError(f"{path}:{number + 1}: not a valid gzip file ({exc})") from None
+
+
+def _bounded_lines(handle):
+    """(line, None) for the handle's lines (split on \\n); (its first ``MAX_LINE_BYTES``, its length) for a
+    longer one, whose rest is read in blocks and dropped, never held."""
+    while True:
+        raw = handle.readline(MAX_LINE_BYTES)
+        if not raw:
+            return
+        if len(raw) < MAX_LINE_BYTES or raw.endswith(b"\n"):
+            yield raw, None
+            continue
+        length = len(raw)
+        while True:
+            rest = handle.readline(MAX_LINE_BYTES)
+            length += len(rest)
+            if not rest or rest.endswith(b"\n"):
+                break
+        yield raw, length
+
+
+def _decode(raw: bytes, path: Path, number: int, cut: bool) -> str:
+    try:
+        return raw.decode("utf-8-sig" if number == 1 else "utf-8")
+    except UnicodeDecodeError as exc:
+        if cut and exc.start >= len(raw) - 3:  # a character split where the line was cut
+            return raw[: exc.start].decode("utf-8")
+        byte = raw[exc.start : exc.start + 1].hex()
+        raise DataError(f"{path}:{number}: undecodable byte 0x{byte} (the file must be UTF-8)") from None
 
 
 def _base_suffix(path: Path) -> str:

@@ -240,3 +240,64 @@ def test_a_batch_size_below_one_is_one_line_and_writes_nothing(
     err = capsys.readouterr().err
     assert err.strip().splitlines()[-1].startswith(f"sentcl {command}: error: argument --batch-size: ")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt"]
+
+
+def test_search_with_a_model_of_another_dimension_is_one_line(tmp_path, tiny_model_dir, capsys):
+    from tests.conftest import make_tiny_model
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(SENTENCES) + "\n")
+    assert main(["index", str(tiny_model_dir), str(corpus), "--out", str(tmp_path / "idx")]) == 0
+    wide = make_tiny_model(tmp_path / "wide", hidden=64)
+    capsys.readouterr()
+    assert main(["search", str(tmp_path / "idx"), "a dog", "--model", str(wide)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]  # after the loading bar
+    assert err.startswith("sentcl search: error: ") and "holds 32-dim vectors" in err
+    assert "gives 64-dim ones" in err
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        OSError(28, "No space left on device"),
+        OSError("160000 requested and 76768 written"),  # numpy's short write
+        RuntimeError(
+            "Error while serializing: I/O error: No space left on device (os error 28)"
+        ),  # safetensors
+        RuntimeError(
+            "Error in faiss::write_index: write error in x/index.faiss: 3 != 64 (No space left on device)"
+        ),
+    ],
+)
+def test_a_full_disk_is_one_line_and_the_previous_file_is_kept(
+    failure, tmp_path, tiny_model_dir, capsys, monkeypatch
+):
+
+    import sentcl.cli.main as cli
+
+    corpus, out = tmp_path / "corpus.txt", tmp_path / "e.npy"
+    corpus.write_text("\n".join(SENTENCES) + "\n")
+    out.write_bytes(b"the previous embeddings")
+
+    def full_disk(handle, array):
+        handle.write(b"\x93NUMPY partial")
+        raise failure
+
+    monkeypatch.setattr(cli.np, "save", full_disk)
+    assert main(["encode", str(tiny_model_dir), str(corpus), "--out", str(out)]) == 1
+    printed = capsys.readouterr().err
+    err = printed.strip().splitlines()[-1]
+    assert err.startswith("sentcl encode: error: the disk is full (") and "Traceback" not in printed
+    assert "what was there before is unchanged" in err
+    assert out.read_bytes() == b"the previous embeddings"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt", "e.npy"]
+
+
+def test_a_bug_still_shows_its_traceback(tmp_path, tiny_model_dir, monkeypatch):
+    import sentcl.cli.main as cli
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(SENTENCES) + "\n")
+    monkeypatch.setattr(cli.np, "save", lambda handle, array: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        main(["encode", str(tiny_model_dir), str(corpus), "--out", str(tmp_path / "e.npy")])

@@ -188,3 +188,33 @@ def test_a_huge_line_is_cut_and_said_to_be(tmp_path, monkeypatch, caplog):
     assert rows[0] == "short one" and rows[2] == "after"
     assert rows[1] == "é" * 32  # 64 bytes of a two-byte character, cut on a character boundary
     assert "long.txt:2: a line of 10,001 bytes, cut to its first 64" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('{"text": ' + "[" * 100_000 + "]" * 100_000 + "}", r"deep\.jsonl:2: JSON nested too deeply"),
+        (
+            '{"text": "a b", "n": ' + "9" * 100_000 + "}",
+            r"deep\.jsonl:2: unreadable JSON \(Exceeds the limit",
+        ),
+    ],
+)
+def test_hostile_json_lines_are_one_error_naming_the_line(tmp_path, line, message):
+    path = tmp_path / "deep.jsonl"
+    path.write_text('{"text": "fine"}\n' + line + "\n")
+    with pytest.raises(DataError, match=message):
+        read_records(path)
+
+
+def test_a_corrupt_parquet_page_is_one_error_naming_the_file(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "corpus.parquet"
+    pq.write_table(pa.table({"text": [f"sentence {i} about a dog" for i in range(20_000)]}), path)
+    data = bytearray(path.read_bytes())
+    data[2000:2100] = bytes(b ^ 0xFF for b in data[2000:2100])  # inside the first data page
+    path.write_bytes(bytes(data))
+    with pytest.raises(DataError, match=r"corpus\.parquet: corrupt data after row 0"):
+        read_records(path)

@@ -178,3 +178,16 @@ def test_an_empty_split_is_one_clear_error_when_the_evaluator_is_built(tmp_path)
     (folder / "sts-dev.csv").write_text("")
     with pytest.raises(STSDataError, match=r"sts-dev.csv: no scored sentence pairs \(the file is empty\)"):
         STSEvaluator(tmp_path, "stsb-dev")
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        ([(3.0, "a man", "a dog")], "one scored pair; a correlation needs at least two"),
+        ([(3.0, "a man", "a dog"), (3.0, "a cat", "a car")], "every gold score is 3; a correlation"),
+    ],
+)
+def test_a_split_no_correlation_can_be_computed_on_is_refused(tmp_path, rows, message):
+    write_stsb(tmp_path / "stsb" / "senteval", "dev", rows)
+    with pytest.raises(STSDataError, match=r"sts-dev\.csv: " + message):
+        STSEvaluator(tmp_path, "stsb-dev")

@@ -4,6 +4,7 @@ complete but carry more than the backbone (a masked-LM head, no pooler layer) st
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import numpy as np
@@ -52,6 +53,10 @@ def _sentcl_folder(folder, pooler="cls"):
     encoder.save(folder)
 
 
+def _edit_json(path, **changes):
+    path.write_text(json.dumps(json.loads(path.read_text()) | changes))
+
+
 FAULTS = {  # name: (how the folder is broken, what the one line says)
     "renamed weights": (
         lambda f: _rewrite_weights(f, lambda w: {"foo." + k: v for k, v in w.items()}),
@@ -90,6 +95,10 @@ FAULTS = {  # name: (how the folder is broken, what the one line says)
     "sentcl.json not an object": (
         lambda f: (_sentcl_folder(f), (f / "sentcl.json").write_text("[1, 2]")),
         r"sentcl\.json: expected a JSON object, found list",
+    ),
+    "a length beyond its positions": (
+        lambda f: (_sentcl_folder(f), _edit_json(f / "sentcl.json", max_seq_length=200)),
+        r"max_seq_length 200 is beyond the model's 64 positions",
     ),
     "corrupt MLP head": (
         lambda f: (_sentcl_folder(f), (f / "sentcl_head.safetensors").write_bytes(b"\x01" * 40)),
@@ -164,3 +173,12 @@ def test_a_tokenizer_larger_than_the_embedding_table_is_refused(tiny_model_dir, 
     tokenizer.save_pretrained(str(folder))
     with pytest.raises(ModelLoadError, match=r"the tokenizer has \d+ tokens but the model embeds only \d+"):
         SentenceEncoder.load(str(folder))
+
+
+def test_roberta_positions_start_after_the_padding_index():
+    from transformers import RobertaConfig
+
+    from sentcl.model.backbone import position_limit
+
+    assert position_limit(RobertaConfig(max_position_embeddings=514, pad_token_id=1)) == 512
+    assert position_limit(BertConfig(max_position_embeddings=512)) == 512

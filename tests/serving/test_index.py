@@ -56,6 +56,9 @@ def test_bad_inputs(tmp_path, data):
         SentenceIndex.build(corpus, texts, kind="hnsw")
     with pytest.raises(IndexFolderError, match="not a sentcl index folder"):
         SentenceIndex.load(tmp_path)
+    index = SentenceIndex.build(corpus, texts, model="m32")
+    with pytest.raises(IndexFolderError, match=f"holds {corpus.shape[1]}-dim vectors .built with m32., but"):
+        index.search(np.ones((1, corpus.shape[1] + 1), dtype=np.float32))
 
 
 def test_encoder_similarity_and_an_index_of_any_embedder(tiny_model_dir):

@@ -487,3 +487,61 @@ def test_resume_refuses_a_changed_recipe(tmp_path, tiny_model_dir, wiki_file, st
     same = recipe(tiny_model_dir, wiki_file, run, stsb_data_dir, max_steps=4, eval_steps=2,
                   checkpoint_steps=2, resume=True, report_to=[])  # fmt: skip
     assert train(same).steps == 4
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "value", "message"),
+    [
+        ("training", "seed", -1, r"training\.seed: must be in \[0, 2\*\*32\), got -1"),
+        ("training", "seed", 2**32, r"training\.seed: must be in \[0, 2\*\*32\)"),
+        ("training", "device", "gpu", r"training\.device: 'gpu' is not a device"),
+        ("objective", "name", ["simcse", "moco"], r"objective\.name: \['simcse', 'moco'\] is not one of"),
+    ],
+)
+def test_settings_that_were_tracebacks_are_config_errors(
+    tmp_path, tiny_model_dir, section, key, value, message
+):
+    data = {"model": {"name_or_path": str(tiny_model_dir)}, "data": {"train_file": "t.txt"}}
+    data[section] = {key: value}
+    with pytest.raises(ConfigError, match=message):
+        recipe_from_dict(data)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="asks for CUDA on a machine without it")
+def test_a_device_this_machine_lacks_is_refused_before_anything_is_written(
+    tmp_path, tiny_model_dir, wiki_file, stsb_data_dir
+):
+    run = tmp_path / "run"
+    config = recipe(tiny_model_dir, wiki_file, run, stsb_data_dir, device="cuda", max_steps=2)
+    with pytest.raises(ConfigError, match=r"training\.device: cuda, but .*; use auto or cpu"):
+        train(config)
+    assert not run.exists()
+
+
+def test_an_output_that_is_a_file_and_a_checkpoint_that_is_a_file_are_refused(
+    tmp_path, tiny_model_dir, wiki_file, stsb_data_dir
+):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    with pytest.raises(ConfigError, match=r"notes\.txt is a file; a run writes a folder"):
+        train(recipe(tiny_model_dir, wiki_file, notes, stsb_data_dir, max_steps=2))
+    assert notes.read_text() == "mine"
+    run = tmp_path / "run"
+    train(recipe(tiny_model_dir, wiki_file, run, stsb_data_dir, max_steps=2, eval_steps=0))
+    (run / "checkpoint").write_text("not a checkpoint")  # resume would silently start at step 0
+    before = _tree(run)
+    with pytest.raises(ConfigError, match=r"--resume: .*checkpoint is not a checkpoint folder"):
+        train(recipe(tiny_model_dir, wiki_file, run, stsb_data_dir, max_steps=2, eval_steps=0, resume=True))
+    assert _tree(run) == before
+
+
+def test_a_max_length_beyond_the_models_positions_is_refused_before_training(
+    tmp_path, tiny_model_dir, stsb_data_dir
+):
+    long = tmp_path / "long.txt"  # a line longer than the tiny model's 64 positions
+    long.write_text("\n".join(SENTENCES) + "\n" + " ".join(["dog"] * 300) + "\n")
+    config = recipe(tiny_model_dir, long, tmp_path / "run", stsb_data_dir, max_steps=2)
+    config.data.max_length = 200
+    with pytest.raises(ConfigError, match=r"data\.max_length: 200 is beyond the model's 64 positions"):
+        train(config)
+    assert not (tmp_path / "run").exists()

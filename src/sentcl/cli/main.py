@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
+import re
 import sys
 from functools import partial
 from pathlib import Path
@@ -416,6 +418,7 @@ def run_search(args: argparse.Namespace) -> int:
     if not model:
         raise ConfigError(f"{args.index}: the index records no model; pass --model")
     encoder = load_encoder(model, allow_pickle=args.allow_pickle)
+    index.check_dimension(encoder.dimension, model, args.index)
     for query, hits in zip(
         args.query, index.query(encoder, args.query, args.top_k, args.threshold), strict=True
     ):
@@ -437,10 +440,8 @@ def run_serve(args: argparse.Namespace) -> int:
             index.model,
             encoder.source,
         )
-    if index is not None and index.index.d != encoder.dimension:
-        raise ConfigError(
-            f"{args.index}: {index.index.d}-dim vectors, but the model gives {encoder.dimension}"
-        )
+    if index is not None:
+        index.check_dimension(encoder.dimension, encoder.source, args.index)
     if args.allowed_hosts:
         hosts = [h.strip() for h in args.allowed_hosts.split(",") if h.strip()]
     else:
@@ -536,6 +537,45 @@ def main(argv: list[str] | None = None) -> int:
     except USER_ERRORS as exc:
         print(f"sentcl {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:
+        message = environment_failure(exc, args.command)
+        if message is None:
+            raise  # a bug: its traceback is what a report needs
+        print(f"sentcl {args.command}: error: {message}", file=sys.stderr)
+        return 1
+
+
+#: how the libraries sentcl writes through say "the disk is full" (errno 28 in OSError; safetensors' Rust
+#: "os error 28"; faiss's "No space left on device"; numpy's short write "N requested and M written")
+_DISK_FULL = re.compile(
+    r"No space left on device|os error 28|Disk quota exceeded|\d+ requested and \d+ written"
+)
+
+
+def environment_failure(exc: BaseException, command: str = "") -> str | None:
+    """One line for a failure of the machine rather than of sentcl (a full disk, a permission, a path that
+    vanished), or None. Every file sentcl publishes is written to a temporary name first, so what was
+    there before is intact and no half-written file is left: the line says so."""
+    chain, seen = exc, set()
+    while chain is not None and id(chain) not in seen:
+        seen.add(id(chain))
+        said = _DISK_FULL.search(str(chain))
+        if (isinstance(chain, OSError) and chain.errno in (errno.ENOSPC, errno.EDQUOT)) or said:
+            detail = _first_line(chain) if len(_first_line(chain)) <= 80 or said is None else said.group(0)
+            resume = " (a run continues from its last checkpoint with --resume)" if command == "train" else ""
+            return (
+                f"the disk is full ({detail}); nothing was half-written and what was there before is "
+                f"unchanged: free some space and run the command again{resume}"
+            )
+        chain = chain.__cause__ or chain.__context__
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return f"{exc.filename}: {exc.strerror or _first_line(exc)}"
+    return None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:200] if text else type(exc).__name__
 
 
 if __name__ == "__main__":

@@ -257,6 +257,10 @@ def jsonl_rows(path: str | Path):
             item = json.loads(line)
         except json.JSONDecodeError as exc:
             raise DataError(f"{path}:{number}: invalid JSON ({exc.msg}, column {exc.colno})") from None
+        except RecursionError:
+            raise DataError(f"{path}:{number}: JSON nested too deeply to be a row") from None
+        except ValueError as exc:  # e.g. an integer of more than 4,300 digits
+            raise DataError(f"{path}:{number}: unreadable JSON ({str(exc)[:120]})") from None
         if not isinstance(item, dict):
             raise DataError(f"{path}:{number}: a JSON object with named columns was expected")
         if layout is None:
@@ -298,7 +302,24 @@ def parquet_rows(path: str | Path):
     except Exception as exc:  # pyarrow raises its own error types
         raise DataError(f"{path}: not a Parquet file ({exc})") from None
     layout = choose_layout(source.schema_arrow.names, str(path))
-    yield from _batch_rows(source.iter_batches(columns=list(layout), batch_size=65536), layout, path)
+    yield from _batch_rows(_checked_batches(source, layout, path), layout, path)
+
+
+def _checked_batches(source, layout: tuple[str, ...], path: Path):
+    """The file's record batches, streamed; a page that fails to decode is a DataError naming the rows."""
+    import pyarrow as pa
+
+    batches = source.iter_batches(columns=list(layout), batch_size=65536)
+    rows = 0
+    while True:
+        try:
+            batch = next(batches)
+        except StopIteration:
+            return
+        except (OSError, pa.ArrowException) as exc:
+            raise DataError(f"{path}: corrupt data after row {rows} ({str(exc)[:200]})") from None
+        rows += batch.num_rows
+        yield batch
 
 
 def read_parquet(path: str | Path) -> Records:

@@ -89,6 +89,10 @@ def _float(value: str, path: Path, line: int, scale: tuple[float, float] = STS_S
 def _pairs(name: str, path: Path, s1: list[str], s2: list[str], scores: list[float]) -> PairSet:
     if not scores:
         raise STSDataError(f"{path}: no scored sentence pairs (the file is empty)")
+    if len(scores) < 2:
+        raise STSDataError(f"{path}: one scored pair; a correlation needs at least two")
+    if min(scores) == max(scores):
+        raise STSDataError(f"{path}: every gold score is {scores[0]:g}; a correlation with them is undefined")
     return PairSet(name, s1, s2, np.asarray(scores, dtype=np.float64))
 
 

@@ -17,6 +17,8 @@ import torch
 from safetensors import SafetensorError
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel
 
+from sentcl.config import ConfigError
+
 logger = logging.getLogger(__name__)
 
 #: hub id → (python package, function returning the local folder of the same weights)
@@ -114,6 +116,24 @@ def load_backbone(name_or_path: str, allow_pickle: bool = False) -> tuple[PreTra
         raise ModelLoadError(f"{name_or_path}: cannot load the model ({reason}).{offline}") from None
     check_loaded(name_or_path, model, tokenizer, loading)
     return model, tokenizer
+
+
+def position_limit(config) -> int | None:
+    """The longest input (in tokens, specials included) ``config``'s position embeddings can place, or None
+    when the model has no such table: RoBERTa-style models number positions from ``pad_token_id + 1``."""
+    positions = getattr(config, "max_position_embeddings", None)
+    if not isinstance(positions, int) or positions <= 0:
+        return None
+    if "roberta" in str(getattr(config, "model_type", "")):  # roberta, xlm-roberta, camembert's base
+        return positions - (getattr(config, "pad_token_id", 1) or 0) - 1
+    return positions
+
+
+def check_positions(max_length: int, config, key: str = "data.max_length") -> None:
+    """Refuse a length the model cannot place (an IndexError in the embedding lookup otherwise)."""
+    limit = position_limit(config)
+    if limit is not None and max_length > limit:
+        raise ConfigError(f"{key}: {max_length} is beyond the model's {limit} positions")
 
 
 def check_loaded(name: str, model: PreTrainedModel, tokenizer, loading: dict) -> None:

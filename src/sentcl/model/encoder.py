@@ -35,7 +35,7 @@ from sentcl.atomic_write import atomic_folder
 from sentcl.config import ConfigError
 from sentcl.data.collate import sorted_batches
 from sentcl.embedder import require_finite
-from sentcl.model.backbone import ModelLoadError, load_backbone, resolve_model_path
+from sentcl.model.backbone import ModelLoadError, load_backbone, position_limit, resolve_model_path
 from sentcl.model.dropout import use_fast_dropout
 from sentcl.model.heads import MLPHead, build_mlm_head
 from sentcl.model.packing import backbone_states, unpad_by_default
@@ -176,6 +176,11 @@ class SentenceEncoder(nn.Module):
             raise ModelLoadError(f"{name_or_path}: {_one_line(exc)}") from None
         if max_length is not None and (not isinstance(max_length, int) or max_length < 2):
             raise ModelLoadError(f"{name_or_path}: max_seq_length {max_length!r} is not a length")
+        limit = position_limit(backbone.config)
+        if max_length is not None and limit is not None and max_length > limit:
+            raise ModelLoadError(
+                f"{name_or_path}: max_seq_length {max_length} is beyond the model's {limit} positions"
+            )
         encoder = cls(backbone, tokenizer, chosen, head, max_length=max_length)
         encoder.source = str(Path(name_or_path).resolve()) if Path(name_or_path).exists() else name_or_path
         return encoder.eval()
@@ -405,7 +410,7 @@ def _default_max_length(backbone: nn.Module, tokenizer) -> int:
     model_max = getattr(tokenizer, "model_max_length", None)
     if isinstance(model_max, int) and 0 < model_max < 100_000:
         limits.append(model_max)
-    positions = getattr(backbone.config, "max_position_embeddings", None)
-    if isinstance(positions, int) and positions > 0:
+    positions = position_limit(backbone.config)
+    if positions is not None:
         limits.append(positions)
     return min(limits)

@@ -114,12 +114,23 @@ class SentenceIndex:
     def __len__(self) -> int:
         return len(self.texts)
 
+    def check_dimension(self, dimension: int, model: str, where: str = "the index") -> None:
+        """Refuse a query model whose vectors are not the index's size (IndexFolderError naming both)."""
+        if dimension != self.index.d:
+            built = self.model or "an unrecorded model"
+            raise IndexFolderError(
+                f"{where} holds {self.index.d}-dim vectors (built with {built}), but {model} gives "
+                f"{dimension}-dim ones"
+            )
+
     def search(
         self, query_embeddings: np.ndarray, top_k: int = 5, threshold: float | None = None
     ) -> list[list[Hit]]:
         """For each query the ``top_k`` most similar sentences (cosine ≥ ``threshold`` if given)."""
         if top_k < 1:
             raise ValueError(f"top_k must be at least 1, got {top_k}")
+        query_embeddings = np.atleast_2d(query_embeddings)
+        self.check_dimension(query_embeddings.shape[1], "the query embedding")
         scores, ids = self.index.search(_normalise(query_embeddings), min(top_k, len(self)))
         results = []
         for row_scores, row_ids in zip(scores, ids, strict=True):

@@ -15,6 +15,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from sentcl.config import ConfigError
+
 
 @dataclass(frozen=True)
 class DistributedContext:
@@ -40,10 +42,29 @@ def setup() -> DistributedContext:
     return DistributedContext(dist.get_rank(), dist.get_world_size(), local_rank)
 
 
+def check_device_name(name: str) -> None:
+    """A ``training.device`` torch can parse (``auto``, ``cpu``, ``cuda``, ``cuda:1``, ``mps``)."""
+    if name == "auto":
+        return
+    try:
+        torch.device(name)
+    except RuntimeError:
+        raise ConfigError(f"device: {name[:80]!r} is not a device (auto, cpu, cuda, cuda:N, mps)") from None
+
+
 def select_device(name: str, context: DistributedContext) -> torch.device:
-    """``auto``: this rank's GPU when there is one, else the CPU."""
+    """``auto``: this rank's GPU when there is one, else the CPU. A named device this machine lacks is a
+    ConfigError naming the key, before anything is loaded."""
     if name != "auto":
-        return torch.device(name)
+        device = torch.device(name)
+        if device.type == "cuda":
+            count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+            build = "this torch has no CUDA" if torch.version.cuda is None else f"{count} GPU(s) visible"
+            if count == 0 or (device.index or 0) >= count:
+                raise ConfigError(f"training.device: {name}, but {build}; use auto or cpu")
+        elif device.type == "mps" and not torch.backends.mps.is_available():
+            raise ConfigError(f"training.device: {name}, but MPS is not available here; use auto or cpu")
+        return device
     if torch.cuda.is_available():
         return torch.device(f"cuda:{context.local_rank}")
     return torch.device("cpu")

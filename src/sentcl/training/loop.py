@@ -21,6 +21,7 @@ from sentcl.data import build_dataset, read_records
 from sentcl.data.streaming import StreamingDataset, check_streaming
 from sentcl.embedder import CachedEmbedder
 from sentcl.model import SentenceEncoder
+from sentcl.model.backbone import check_positions
 from sentcl.objectives import REGISTRY, build_objective
 from sentcl.training import distributed
 from sentcl.training.checkpoint import LoopState
@@ -86,6 +87,7 @@ def _train(config: TrainConfig, start, also_measure) -> TrainResult:
             except FileNotFoundError as exc:
                 logger.warning("geometry is not logged: %s", exc)
     encoder = SentenceEncoder.from_config(config.model).to(device)
+    check_positions(config.data.max_length, encoder.backbone.config)
     if records is None:  # data.streaming: validated (every row read once), not held
         dataset = StreamingDataset(train_file, config.data, encoder.tokenizer, config.data.shuffle_buffer)
     else:

@@ -38,7 +38,7 @@ from sentcl.data import DataError, read_records
 from sentcl.data.sentences import SentencesDataset, SentenceTokens
 from sentcl.embedder import CachedEmbedder
 from sentcl.model import ModelLoadError, SentenceEncoder, split_mlm_model, use_fast_dropout
-from sentcl.model.backbone import resolve_model_path
+from sentcl.model.backbone import check_positions, resolve_model_path
 from sentcl.objectives.mlm import MaskedLM, MaskedLMConfig
 from sentcl.training.engine import Steps, autocast_context, run_steps
 from sentcl.training.guards import finite_evaluation, require_finite_metric, require_finite_weights
@@ -251,11 +251,7 @@ def _pretrain(config: PretrainConfig, start) -> PretrainResult:
         use_fast_dropout(model)  # cheaper dropout masks (model/dropout.py); weights unchanged
     if tokenizer.mask_token_id is None:
         raise ModelLoadError("the tokenizer has no [MASK] token; MLM needs one")
-    positions = getattr(model.config, "max_position_embeddings", None)
-    if positions is not None and config.data.max_length > positions:
-        raise ConfigError(
-            f"data.max_length: {config.data.max_length} exceeds the model's {positions} positions"
-        )
+    check_positions(config.data.max_length, model.config)
     model.to(device)
     backbone, head = split_mlm_model(model, config.model.name_or_path or "the new model")
     # the backbone as a sentence encoder (mean pooling: the STS probe's), trained in place inside ``model``

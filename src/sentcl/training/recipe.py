@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from sentcl import precision
-from sentcl.config import ConfigError, apply_overrides, from_dict, load_yaml, to_dict
+from sentcl.config import ConfigError, apply_overrides, from_dict, load_yaml, shown, to_dict
 from sentcl.data import DataConfig
 from sentcl.model import ModelConfig
 from sentcl.objectives import REGISTRY
 from sentcl.training.child_tuning import ChildTuningConfig
+from sentcl.training.distributed import check_device_name
 
 
 @dataclass
@@ -79,6 +80,9 @@ class RunConfig:
                 raise ConfigError(f"{key}: must not be negative, got {getattr(self, key)}")
         if not 0.0 <= self.warmup_ratio < 1.0:
             raise ConfigError(f"warmup_ratio: must be in [0, 1), got {self.warmup_ratio}")
+        if not 0 <= self.seed < 2**32:  # numpy's and CUDA's generators take a 32-bit unsigned seed
+            raise ConfigError(f"seed: must be in [0, 2**32), got {shown(self.seed)}")
+        check_device_name(self.device)
         unknown = [name for name in self.report_to if name not in ("tensorboard", "wandb", "mlflow")]
         if unknown:
             raise ConfigError(f"report_to: {unknown[0]!r} is not one of tensorboard, wandb, mlflow")
@@ -150,8 +154,8 @@ def recipe_from_dict(data: dict[str, Any]) -> TrainConfig:
             raise ConfigError(f"{key}: expected a mapping")
     objective = dict(data.get("objective") or {})
     name = objective.pop("name", "simcse")
-    if name not in REGISTRY:
-        raise ConfigError(f"objective.name: {name!r} is not one of {', '.join(REGISTRY)}")
+    if not isinstance(name, str) or name not in REGISTRY:
+        raise ConfigError(f"objective.name: {shown(name)} is not one of {', '.join(REGISTRY)}")
     objective_class, objective_config = REGISTRY[name]
     model = from_dict(ModelConfig, data.get("model") or {}, prefix="model")
     objective_class.check_pooler(model.pooler)

@@ -70,12 +70,12 @@ def begin(loop, torchrun: bool = True) -> RunStart:
         raise ConfigError(
             f"training.batch_size: {loop.batch_size} is not divisible by {context.world_size} ranks"
         )
+    device = distributed.select_device(loop.device, context)
     output_dir = Path(loop.output_dir)
     resume = check_output_dir(output_dir, loop.overwrite_output_dir, loop.resume)
     created = not output_dir.exists()
     lock = acquire_lock(output_dir) if context.is_main else None
     set_seed(loop.seed)
-    device = distributed.select_device(loop.device, context)
     return RunStart(output_dir, resume, context, device, lock, created)
 
 
@@ -203,6 +203,8 @@ def task_evaluator(loop) -> tuple[Evaluator, Path]:
 def check_output_dir(path: Path, overwrite: bool, resume: bool) -> bool:
     """Refuse a non-empty folder without --overwrite or --resume; write nothing. Returns whether there is
     a checkpoint to resume from (--resume before the first checkpoint starts from step 0)."""
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"training.output_dir: {path} is a file; a run writes a folder, so name a folder")
     if path.exists() and any(p.name != LOCK for p in path.iterdir()) and not (overwrite or resume):
         raise ConfigError(
             f"training.output_dir: {path} is not empty; pass --overwrite "
@@ -211,7 +213,13 @@ def check_output_dir(path: Path, overwrite: bool, resume: bool) -> bool:
     if not resume:
         return False
     recover_folder(path / "checkpoint")
-    if not (path / "checkpoint").is_dir():
+    checkpoint = path / "checkpoint"
+    if checkpoint.is_symlink() or (checkpoint.exists() and not checkpoint.is_dir()):
+        raise ConfigError(
+            f"--resume: {checkpoint} is not a checkpoint folder (a file or link is there); "
+            "move it away, or start again with --overwrite"
+        )
+    if not checkpoint.is_dir():
         logger.warning("%s: no checkpoint yet, so --resume starts from step 0", path)
         return False
     return True

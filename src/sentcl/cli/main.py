@@ -210,6 +210,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=8192,
         help="tokens the model reads per request (all its texts)",
     )
+    p.add_argument(
+        "--max-waiting", type=positive_int, default=16, help="requests queued for the model; beyond: 503"
+    )
+    p.add_argument(
+        "--max-connections", type=positive_int, default=1024, help="open connections (the idlest go first)"
+    )
     p.add_argument("--batch-size", type=positive_int, default=64)
     _add_dtype_arguments(p, default="auto", dim=False)
 
@@ -451,16 +457,20 @@ def run_serve(args: argparse.Namespace) -> int:
             "any Host header is answered: a web page on another site can read this API by DNS rebinding; "
             "pass --allowed-hosts with the names clients use"
         )
+    limits = ServerLimits(
+        max_inputs=args.max_inputs, max_chars=args.max_chars, max_tokens=args.max_tokens,
+        max_waiting=args.max_waiting, max_connections=args.max_connections,
+    )  # fmt: skip
     app = create_app(
         _BatchedEncoder(encoder, args.batch_size),
         model_name=args.model,
         dimension=encoder.dimension,
         index=index,
-        limits=ServerLimits(max_inputs=args.max_inputs, max_chars=args.max_chars, max_tokens=args.max_tokens),
+        limits=limits,
         count_tokens=token_counter(encoder.tokenizer, encoder.max_length),
         allowed_hosts=hosts,
     )
-    serve(app, host=args.host, port=args.port, quiet=args.quiet)
+    serve(app, host=args.host, port=args.port, quiet=args.quiet, limits=limits)
     return 0
 
 

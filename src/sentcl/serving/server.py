@@ -9,20 +9,23 @@ Endpoints:
 - ``GET /health``: model, dimension, index size, limits.
 
 Every bad request gets a 4xx with one message in OpenAI's error shape
-(``{"error": {"message", "type", "param"}}``), never a 500. The model is shared by the worker
-threads behind one lock: two cores gain nothing from running two forward passes at once. So that no
-request holds that lock for long, each has a budget of tokens (what the model reads, after truncation)
-besides its text and character limits. The body limit is enforced while the body is read, with or
-without a Content-Length (chunked uploads are cut at the limit, not read whole). Types are strict:
-``"5"`` is not an integer and ``true`` is not a ``top_k``.
+(``{"error": {"message", "type", "param"}}``), never a 500; a server too busy to take it gets 503 with
+Retry-After. The model's work runs on one worker thread, smallest request first, with a bounded queue
+(admission.py): two cores gain nothing from two forward passes at once, and a small request waits for at
+most the request already running. So that no request holds the model for long, each has a budget of
+tokens (what the model reads, after truncation), counted only as far as the budget, besides its text and
+character limits. The body limit is enforced while the body is read, with or without a Content-Length
+(chunked uploads are cut at the limit and the connection closed, not read whole), and all bodies held at
+once have a budget too. Connections have timeouts and a cap (connections.py). Types are strict: ``"5"``
+is not an integer and ``true`` is not a ``top_k``.
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import logging
-import threading
-import unicodedata
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from importlib import resources
@@ -31,11 +34,13 @@ from typing import Annotated, Literal
 import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from sentcl.embedder import Embedder, EmbeddingError, require_finite, unit_rows
+from sentcl.serving.admission import Admission, BusyError
+from sentcl.serving.connections import RateLimitedLog, fit_open_file_limit, protocol_class
 from sentcl.serving.index import SentenceIndex
 
 logger = logging.getLogger(__name__)
@@ -50,6 +55,20 @@ class ServerLimits:
     #: tokens the model reads for one request (all its texts, after truncation): bounds how long one
     #: request holds the model (~1 s for 8,192 tokens of MiniLM on 2 cores)
     max_tokens: int = 8192
+    #: requests waiting for the model (the smallest runs first); beyond them 503 with Retry-After
+    max_waiting: int = 16
+    #: a request that waited this long for the model is answered 503 rather than served late
+    max_wait_s: float = 60.0
+    #: request bodies held at once, all requests together; a body beyond it is answered 503 at once
+    max_bodies_bytes: int = 64 * 1024 * 1024
+    #: open connections; a new one beyond them closes the longest-idle one (connections.py)
+    max_connections: int = 1024
+    #: request headers must be complete this long after a connection opens (or after its last response)
+    header_timeout_s: float = 10.0
+    #: a request body must arrive within this long of its headers
+    body_timeout_s: float = 30.0
+    #: a client must read its response within this long
+    write_timeout_s: float = 30.0
 
 
 #: the names of the loopback interface a browser may use for a server bound there
@@ -101,9 +120,12 @@ class APIError(Exception):
         self.status, self.message, self.param = status, message, param
 
 
-def _error(status: int, message: str, param: str | None = None) -> JSONResponse:
+def _error(
+    status: int, message: str, param: str | None = None, headers: dict[str, str] | None = None
+) -> JSONResponse:
     kind = "invalid_request_error" if status < 500 else "server_error"
-    return JSONResponse({"error": {"message": message, "type": kind, "param": param}}, status_code=status)
+    body = {"error": {"message": message, "type": kind, "param": param}}
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 Texts = str | list[str]
@@ -142,7 +164,7 @@ def create_app(
     dimension: int,
     index: SentenceIndex | None = None,
     limits: ServerLimits = ServerLimits(),
-    count_tokens: Callable[[list[str]], int] | None = None,
+    count_tokens: Callable[[list[str], int], int] | None = None,
     allowed_hosts: Sequence[str] = LOOPBACK_NAMES,
 ) -> FastAPI:
     """The ASGI app; ``embedder.encode(texts)`` gives the raw vectors (normalised here)."""
@@ -151,13 +173,13 @@ def create_app(
         title="sentcl", summary=f"sentence embeddings from {model_name}", version="1", docs_url=None,
         redoc_url=None,
     )  # fmt: skip
-    lock = threading.Lock()
+    admission = Admission(limits.max_waiting, limits.max_wait_s)
+    app.state.admission = admission
 
     def embed(texts: list[str], dimensions: int | None = None) -> np.ndarray:
         """Unit vectors of ``texts``; with ``dimensions``, of their first ``dimensions`` coordinates."""
         try:  # a vector of NaN is never served as [null, ...]
-            with lock:
-                vectors = np.asarray(embedder.encode(texts), dtype=np.float32)
+            vectors = np.asarray(embedder.encode(texts), dtype=np.float32)
             require_finite(vectors, texts, model_name)
         except EmbeddingError as exc:
             logger.error("%s", exc)
@@ -165,12 +187,20 @@ def create_app(
         return unit_rows(vectors[:, :dimensions])
 
     def check_tokens(texts: list[str], param: str) -> int:
-        tokens = count_tokens(texts) if count_tokens else 0
-        if tokens > limits.max_tokens:
+        """The request's tokens; over ``max_tokens`` a 413, found without tokenising more than needed."""
+        if count_tokens is None:
+            return 0
+        tokens = count_tokens(texts, limits.max_tokens)
+        if tokens > limits.max_tokens:  # counting stopped once over the limit: the true count is ≥ tokens
             raise APIError(
-                413, f"'{param}' has {tokens} tokens; at most {limits.max_tokens} per request", param
+                413, f"'{param}' has at least {tokens} tokens; at most {limits.max_tokens} per request", param
             )
         return tokens
+
+    async def model_work(texts: list[str], work: Callable[[], bytes]) -> Response:
+        """``work`` on the model's worker when admitted (smallest request first); 503 when it is not."""
+        cost = sum(len(t) for t in texts) + 16 * len(texts)  # known before any work; ~ the work's size
+        return Response(await admission.run(cost, work), media_type="application/json")
 
     def texts_of(value: Texts, param: str) -> list[str]:
         texts = [value] if isinstance(value, str) else list(value)
@@ -188,17 +218,21 @@ def create_app(
                 raise APIError(
                     400, f"'{where}' has {len(text)} characters; at most {limits.max_chars}", param
                 )
-            bad = next((c for c in text if _forbidden(c)), None)
+            bad = _FORBIDDEN.search(text)
             if bad is not None:
-                raise APIError(400, f"'{where}' holds the invalid character U+{ord(bad):04X}", param)
+                raise APIError(400, f"'{where}' holds the invalid character U+{ord(bad.group()):04X}", param)
         return texts
 
-    app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes)
+    app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes, max_total_bytes=limits.max_bodies_bytes)
     app.add_middleware(AllowedHosts, hosts=allowed_hosts)  # the outermost: checked before anything else
 
     @app.exception_handler(APIError)
     async def api_error(request: Request, exc: APIError):
         return _error(exc.status, exc.message, exc.param)
+
+    @app.exception_handler(BusyError)
+    async def busy(request: Request, exc: BusyError):
+        return _error(503, str(exc), headers={"Retry-After": str(exc.retry_after)})
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError):
@@ -210,7 +244,14 @@ def create_app(
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):
-        return _error(exc.status_code, str(exc.detail))
+        return _error(exc.status_code, str(exc.detail), headers=exc.headers)
+
+    @app.exception_handler(Exception)
+    async def server_error(
+        request: Request, exc: Exception
+    ):  # a bug: logged whole, answered in the API's shape
+        logger.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+        return _error(500, "internal error: the server's log has the details")
 
     @app.api_route("/health", methods=["GET", "HEAD"])
     def health() -> dict:
@@ -220,10 +261,11 @@ def create_app(
             "dimension": dimension,
             "index_size": None if index is None else len(index),
             "limits": asdict(limits),
+            "queue": admission.stats(),
         }
 
     @app.post("/v1/embeddings")
-    def embeddings(body: EmbeddingsRequest) -> dict:
+    async def embeddings(body: EmbeddingsRequest) -> Response:
         if isinstance(body.input, list) and body.input and not isinstance(body.input[0], str):
             raise APIError(400, "token-id input is not supported: send text", "input")
         if body.dimensions is not None and not 0 < body.dimensions <= dimension:
@@ -231,36 +273,45 @@ def create_app(
                 400, f"dimensions: 1 to {dimension} (this model's), not {body.dimensions}", "dimensions"
             )
         texts = texts_of(body.input, "input")
-        tokens = check_tokens(texts, "input")
-        vectors = embed(texts, body.dimensions)  # a prefix (Matryoshka), made unit length again
-        data = [
-            {"object": "embedding", "index": i, "embedding": _format(v, body.encoding_format)}
-            for i, v in enumerate(vectors)
-        ]
-        return {
-            "object": "list",
-            "data": data,
-            "model": model_name,
-            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-        }
+
+        def work() -> bytes:
+            tokens = check_tokens(texts, "input")
+            vectors = embed(texts, body.dimensions)  # a prefix (Matryoshka), made unit length again
+            data = [
+                {"object": "embedding", "index": i, "embedding": _format(v, body.encoding_format)}
+                for i, v in enumerate(vectors)
+            ]
+            usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+            return _json({"object": "list", "data": data, "model": model_name, "usage": usage})
+
+        return await model_work(texts, work)
 
     @app.post("/similarity")
-    def similarity(body: SimilarityRequest) -> dict:
+    async def similarity(body: SimilarityRequest) -> Response:
         a, b = texts_of(body.a, "a"), texts_of(body.b, "b")
-        check_tokens(a + b, "a")
-        vectors = embed(a + b)
-        return {"scores": (vectors[: len(a)] @ vectors[len(a) :].T).tolist()}
+
+        def work() -> bytes:
+            check_tokens(a + b, "a")
+            vectors = embed(a + b)
+            return _json({"scores": (vectors[: len(a)] @ vectors[len(a) :].T).tolist()})
+
+        return await model_work(a + b, work)
 
     @app.post("/search")
-    def search(body: SearchRequest) -> dict:
+    async def search(body: SearchRequest) -> Response:
         if index is None:
             raise APIError(409, "no index is loaded: start the server with --index DIR", "query")
         if body.top_k > limits.max_top_k:
             raise APIError(400, f"top_k is {body.top_k}; at most {limits.max_top_k}", "top_k")
         queries = texts_of(body.query, "query")
-        check_tokens(queries, "query")
-        hits = index.search(embed(queries), top_k=body.top_k, threshold=body.threshold)
-        return {"results": [[{"text": h.text, "score": h.score, "id": h.id} for h in row] for row in hits]}
+
+        def work() -> bytes:
+            check_tokens(queries, "query")
+            hits = index.search(embed(queries), top_k=body.top_k, threshold=body.threshold)
+            rows = [[{"text": h.text, "score": h.score, "id": h.id} for h in row] for row in hits]
+            return _json({"results": rows})
+
+        return await model_work(queries, work)
 
     page = resources.files("sentcl.serving").joinpath("static/index.html").read_text(encoding="utf-8")
 
@@ -271,10 +322,14 @@ def create_app(
     return app
 
 
-def _forbidden(character: str) -> bool:
-    """Lone surrogates (not text: no encoding can write them) and control characters other than tab
-    and line breaks."""
-    return unicodedata.category(character) in ("Cs", "Cc") and character not in "\t\n\r"
+#: lone surrogates (category Cs: not text, no encoding can write them) and control characters (Cc) other
+#: than tab and line breaks; a regex, so a 2-million-character request is scanned in C, not per character
+_FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def _json(payload: dict) -> bytes:
+    """The response body, serialised on the model's worker (not the event loop); NaN is never written."""
+    return json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
 
 
 class _TooLarge(StarletteHTTPException):
@@ -284,18 +339,27 @@ class _TooLarge(StarletteHTTPException):
 class BodyLimit:
     """ASGI middleware: a body over ``max_bytes`` is refused with 413 as soon as it is known — from its
     Content-Length, or while it is read when there is none (chunked) — so no more than the limit and one
-    chunk is ever held."""
+    chunk is ever held, and the connection is closed rather than read to the end. All requests together
+    hold at most ``max_total_bytes`` of body: a request that would pass it is answered 503 at once
+    (Retry-After), so many concurrent large uploads cannot exhaust memory."""
 
-    def __init__(self, app, max_bytes: int):
+    def __init__(self, app, max_bytes: int, max_total_bytes: int | None = None):
         self.app, self.max_bytes = app, max_bytes
+        self.max_total_bytes = max_total_bytes if max_total_bytes is not None else 16 * max_bytes
+        self.held = 0  # bytes of body the requests in progress hold or have announced
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         message = f"request body over {self.max_bytes} bytes"
+        full = "the server holds as many request bodies as it may: try again later"
         length = dict(scope.get("headers", [])).get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > self.max_bytes):
-            return await _error(413, message)(scope, receive, send)
+            return await _error(413, message, headers=CLOSE)(scope, receive, send)
+        reserved = int(length) if length is not None else 0
+        if reserved and self.held + reserved > self.max_total_bytes:
+            return await _error(503, full, headers=BUSY_CLOSE)(scope, receive, send)
+        self.held += reserved
         received = 0
         started = False
 
@@ -303,9 +367,14 @@ class BodyLimit:
             nonlocal received
             event = await receive()
             if event["type"] == "http.request":
-                received += len(event.get("body", b""))
-                if received > self.max_bytes:
-                    raise _TooLarge(413, message)  # FastAPI passes HTTP errors on to the handlers
+                size = len(event.get("body", b""))
+                received += size
+                if received > reserved:  # a chunked body counts as it arrives
+                    self.held += size
+                if received > self.max_bytes:  # FastAPI passes HTTP errors on to the handlers
+                    raise _TooLarge(413, message, headers=CLOSE)
+                if self.held > self.max_total_bytes:
+                    raise _TooLarge(503, full, headers=BUSY_CLOSE)
             return event
 
         async def tracked_send(event):
@@ -315,9 +384,16 @@ class BodyLimit:
 
         try:
             await self.app(scope, counted_receive, tracked_send)
-        except _TooLarge:
+        except _TooLarge as exc:
             if not started:
-                await _error(413, message)(scope, receive, send)
+                await _error(exc.status_code, str(exc.detail), headers=exc.headers)(scope, receive, send)
+        finally:
+            self.held -= max(reserved, received)
+
+
+#: a response header that ends the connection after the response (the rest of a refused body is not read)
+CLOSE = {"Connection": "close"}
+BUSY_CLOSE = {"Retry-After": "1", **CLOSE}
 
 
 def _format(vector: np.ndarray, encoding: str) -> list[float] | str:
@@ -326,17 +402,52 @@ def _format(vector: np.ndarray, encoding: str) -> list[float] | str:
     return vector.tolist()
 
 
-def token_counter(tokenizer, max_length: int | None) -> Callable[[Sequence[str]], int]:
-    """Tokens the model actually reads (special tokens included, truncated at ``max_length``)."""
+#: a whitespace-delimited word holding a letter, digit or underscore: every tokenizer (WordPiece, BPE,
+#: unigram) reads it as at least one token, since no normaliser deletes those characters
+_WORD = re.compile(r"\w\S*")
 
-    def count(texts: Sequence[str]) -> int:
-        ids = tokenizer(list(texts), truncation=max_length is not None, max_length=max_length)["input_ids"]
-        return sum(len(x) for x in ids)
+
+def token_counter(tokenizer, max_length: int | None, chunk: int = 32) -> Callable[[Sequence[str], int], int]:
+    """``count(texts, limit)``: the tokens the model reads (special tokens included, truncated at
+    ``max_length``), or, once they pass ``limit``, a number over it found with as little work as possible:
+    first a lower bound from the words (no tokenising), then ``chunk`` texts at a time. A request refused
+    for its size costs about ``limit`` tokens of tokenising, not all of its text (issue 30: 1.1 s each)."""
+    cap = max_length or 1 << 30
+
+    def count(texts: Sequence[str], limit: int | None = None) -> int:
+        texts = list(texts)
+        if limit is not None:
+            words = sum(min(len(_WORD.findall(text)), cap) for text in texts)
+            if words > limit:
+                return words
+        total = 0
+        for start in range(0, len(texts), chunk):
+            part = texts[start : start + chunk]
+            ids = tokenizer(part, truncation=max_length is not None, max_length=max_length)["input_ids"]
+            total += sum(len(x) for x in ids)
+            if limit is not None and total > limit:
+                break
+        return total
 
     return count
 
 
-def serve(app: FastAPI, host: str = "127.0.0.1", port: int = 8000, quiet: bool = False) -> None:
+def serve(
+    app: FastAPI, host: str = "127.0.0.1", port: int = 8000, quiet: bool = False,
+    limits: ServerLimits = ServerLimits(),
+) -> None:  # fmt: skip
+    """Run ``app`` under uvicorn with the connection limits of ``limits`` (connections.py) and a log that
+    repeats one message at most 10 times a minute."""
     import uvicorn
 
-    uvicorn.run(app, host=host, port=port, log_level="warning" if quiet else "info", access_log=not quiet)
+    connections = fit_open_file_limit(limits.max_connections)
+    protocol = protocol_class(
+        connections, limits.header_timeout_s, limits.body_timeout_s, limits.write_timeout_s
+    )
+    quieter = RateLimitedLog()
+    for name in ("uvicorn.error", "uvicorn.access", "asyncio", "sentcl"):
+        logging.getLogger(name).addFilter(quieter)
+    uvicorn.run(
+        app, host=host, port=port, http=protocol, log_level="warning" if quiet else "info",
+        access_log=not quiet, timeout_keep_alive=5,
+    )  # fmt: skip

@@ -1,0 +1,149 @@
+"""Admission control: which request's model work runs next, and which waits no longer.
+
+One worker thread runs every request's model work (counting its tokens, then its forward pass), one job at
+a time: two cores gain nothing from two forward passes at once, and one thread keeps the allocator's
+arenas and the tokenizer's buffers to one set. The waiting jobs are few (``max_waiting``) and the
+smallest runs first, by a cost known before any work (the request's characters), so a small request waits
+for at most the job already running: a flood of large requests cannot queue in front of it. A job that
+finds the queue full pushes out the largest waiting job if it is smaller than that one; otherwise it is
+refused at once. A refused or pushed-out job, and one that waited longer than ``max_wait_s``, raises
+:class:`BusyError`, which the server answers with 503 and a Retry-After computed from the queued work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class BusyError(Exception):
+    """The server has more work queued than it admits; ``retry_after`` is whole seconds."""
+
+    def __init__(self, message: str, retry_after: int):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+@dataclass
+class _Job:
+    cost: int
+    order: int
+    work: Callable[[], Any] = field(repr=False)
+    future: asyncio.Future = field(repr=False)
+    loop: asyncio.AbstractEventLoop = field(repr=False)
+    queued_at: float = field(default_factory=time.monotonic)
+    abandoned: bool = False  # the request went away before its turn
+
+
+class Admission:
+    """Runs ``work`` callables on one worker thread, smallest cost first, at most ``max_waiting`` waiting."""
+
+    def __init__(self, max_waiting: int = 16, max_wait_s: float = 60.0):
+        if max_waiting < 1:
+            raise ValueError(f"max_waiting must be at least 1, got {max_waiting}")
+        self.max_waiting, self.max_wait_s = max_waiting, max_wait_s
+        self._waiting: list[_Job] = []
+        self._condition = threading.Condition()
+        self._order = itertools.count()
+        self._running: _Job | None = None
+        self._running_since = 0.0
+        #: seconds of work per unit of cost, an exponential average of the jobs run (None before the first)
+        self._seconds_per_cost: float | None = None
+        self._worker: threading.Thread | None = None
+        self.refused = 0  # jobs answered BusyError (refused, pushed out or waited too long)
+
+    async def run(self, cost: int, work: Callable[[], Any]) -> Any:
+        """``work()``'s result (or exception) once its turn came; :class:`BusyError` if it is not admitted."""
+        loop = asyncio.get_running_loop()
+        job = _Job(max(int(cost), 1), next(self._order), work, loop.create_future(), loop)
+        with self._condition:
+            self._start()
+            if len(self._waiting) >= self.max_waiting:
+                largest = max(self._waiting, key=lambda j: (j.cost, j.order))
+                if largest.cost <= job.cost:
+                    self.refused += 1
+                    raise self._busy("the server is busy")
+                self._waiting.remove(largest)
+                self._settle(largest, exception=self._busy("the server is busy with smaller requests"))
+            self._waiting.append(job)
+            self._condition.notify()
+        try:
+            return await job.future
+        except asyncio.CancelledError:
+            job.abandoned = True
+            raise
+
+    def _busy(self, why: str) -> BusyError:
+        """BusyError with a Retry-After of the queued work's expected seconds (at least 1); lock held."""
+        rate = self._seconds_per_cost or 0.0
+        queued = sum(j.cost for j in self._waiting) * rate
+        if self._running is not None:
+            queued += max(self._running.cost * rate - (time.monotonic() - self._running_since), 0.0)
+        return BusyError(f"{why}: try again later", max(1, math.ceil(queued)))
+
+    def _start(self) -> None:
+        if self._worker is None:
+            self._worker = threading.Thread(target=self._serve, name="sentcl-model", daemon=True)
+            self._worker.start()
+
+    def _settle(self, job: _Job, result: Any = None, exception: BaseException | None = None) -> None:
+        if exception is not None:
+            self.refused += isinstance(exception, BusyError)
+
+        def settle() -> None:
+            if job.future.done():
+                return
+            if exception is not None:
+                job.future.set_exception(exception)
+            else:
+                job.future.set_result(result)
+
+        with contextlib.suppress(RuntimeError):  # the event loop has closed (the server is stopping)
+            job.loop.call_soon_threadsafe(settle)
+
+    def _next(self) -> _Job:
+        """The smallest waiting job (first come among equals); lock held."""
+        job = min(self._waiting, key=lambda j: (j.cost, j.order))
+        self._waiting.remove(job)
+        return job
+
+    def _serve(self) -> None:
+        while True:
+            with self._condition:
+                while not self._waiting:
+                    self._condition.wait()
+                job = self._next()
+                if job.abandoned:
+                    continue
+                if time.monotonic() - job.queued_at > self.max_wait_s:
+                    self._settle(job, exception=self._busy(f"waited over {self.max_wait_s:g} s"))
+                    continue
+                self._running, self._running_since = job, time.monotonic()
+            try:
+                result, exception = job.work(), None
+            except Exception as exc:  # the request's own error (a 413, a NaN embedding), answered as such
+                result, exception = None, exc
+            seconds = time.monotonic() - self._running_since
+            with self._condition:
+                self._running = None
+                rate = seconds / job.cost
+                self._seconds_per_cost = (
+                    rate if self._seconds_per_cost is None else 0.8 * self._seconds_per_cost + 0.2 * rate
+                )
+            self._settle(job, result, exception)
+
+    def stats(self) -> dict[str, Any]:
+        with self._condition:
+            return {
+                "waiting": len(self._waiting),
+                "running": self._running is not None,
+                "max_waiting": self.max_waiting,
+                "refused": self.refused,
+            }

@@ -1,0 +1,99 @@
+"""Admission control (issue 30, item 4): the model's work runs smallest first on one worker, a bounded
+number wait, and what is not admitted is answered 503 with Retry-After at once."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from sentcl.serving.admission import Admission, BusyError
+
+
+def test_the_smallest_waiting_job_runs_next_and_one_at_a_time():
+    admission = Admission(max_waiting=8)
+    order, running, overlaps = [], [], []
+    gate = threading.Event()
+
+    def job(name, hold=None):
+        def work():
+            running.append(name)
+            overlaps.append(len(running))
+            if hold is not None:
+                hold.wait(5)
+            time.sleep(0.01)
+            order.append(name)
+            running.remove(name)
+            return name
+
+        return work
+
+    async def scenario():
+        first = asyncio.create_task(admission.run(1000, job("big-running", gate)))
+        await asyncio.sleep(0.1)  # it holds the worker
+        waiting = [
+            asyncio.create_task(admission.run(cost, job(name)))
+            for name, cost in [("big", 5000), ("medium", 300), ("small", 10), ("medium-2", 300)]
+        ]
+        await asyncio.sleep(0.1)
+        gate.set()
+        return await asyncio.gather(first, *waiting)
+
+    results = asyncio.run(scenario())
+    assert results == ["big-running", "big", "medium", "small", "medium-2"]
+    assert order == ["big-running", "small", "medium", "medium-2", "big"]  # equal costs: first come first
+    assert max(overlaps) == 1
+
+
+def test_a_full_queue_pushes_out_its_largest_job_or_refuses_a_larger_one():
+    admission = Admission(max_waiting=2)
+    gate = threading.Event()
+
+    async def scenario():
+        running = asyncio.create_task(admission.run(100, lambda: gate.wait(5)))
+        await asyncio.sleep(0.1)
+        big = asyncio.create_task(admission.run(5000, lambda: "big"))
+        mid = asyncio.create_task(admission.run(500, lambda: "mid"))
+        await asyncio.sleep(0.05)
+        with pytest.raises(BusyError) as refused:  # larger than everything waiting: refused at once
+            await admission.run(9000, lambda: "huge")
+        small = asyncio.create_task(admission.run(5, lambda: "small"))  # pushes out "big"
+        await asyncio.sleep(0.05)
+        gate.set()
+        outcomes = await asyncio.gather(running, big, mid, small, return_exceptions=True)
+        return refused.value, outcomes
+
+    refused, (_ran, big, mid, small) = asyncio.run(scenario())
+    assert refused.retry_after >= 1 and "busy" in str(refused)
+    assert isinstance(big, BusyError) and mid == "mid" and small == "small"
+    assert admission.stats()["refused"] == 2
+
+
+def test_a_job_that_waited_too_long_is_answered_busy_not_served_late():
+    admission = Admission(max_waiting=4, max_wait_s=0.1)
+    gate = threading.Event()
+    served = []
+
+    async def scenario():
+        running = asyncio.create_task(admission.run(10, lambda: gate.wait(5)))
+        await asyncio.sleep(0.05)
+        late = asyncio.create_task(admission.run(10, lambda: served.append("late")))
+        await asyncio.sleep(0.3)
+        gate.set()
+        return await asyncio.gather(running, late, return_exceptions=True)
+
+    _, late = asyncio.run(scenario())
+    assert isinstance(late, BusyError) and "waited over 0.1 s" in str(late) and served == []
+
+
+def test_a_jobs_own_error_reaches_its_caller_and_the_worker_goes_on():
+    admission = Admission()
+
+    async def scenario():
+        with pytest.raises(ValueError, match="bad input"):
+            await admission.run(1, lambda: (_ for _ in ()).throw(ValueError("bad input")))
+        return await admission.run(1, lambda: "next")
+
+    assert asyncio.run(scenario()) == "next"

@@ -2,11 +2,14 @@
 
     python benchmarks/serve_load.py [--model all-MiniLM-L6-v2] [--corpus ../shared/data/wiki/sentences.txt.gz]
         [--corpus-size 5000] [--clients 8] [--requests 50] [--screenshot docs/images/search_page.png]
+    python benchmarks/serve_load.py --attacks [--server-src OTHER_CHECKOUT/src] [--phase-seconds 30]
 
 Builds an index of the first --corpus-size sentences, starts `sentcl serve` in its own process (so
 clients and server do not share a GIL), runs the clients, and prints a Markdown table: requests,
 errors, requests/s, latency p50/p95/p99 per endpoint. With --screenshot it also opens the page in
-Debian's headless Chromium, searches, and saves a PNG.
+Debian's headless Chromium, searches, and saves a PNG. With --attacks it runs the attacks of
+benchmarks/serve_attacks.py instead (idle sockets, floods of refused and of maximal requests, a refused
+upload) and prints what a small request met meanwhile.
 """
 
 from __future__ import annotations
@@ -41,13 +44,16 @@ def read_corpus(path: Path, size: int) -> list[str]:
     return lines[:size]
 
 
-def launch(model: str, index: Path) -> tuple[subprocess.Popen, str]:
+def launch(model: str, index: Path, server_src: Path | None = None) -> tuple[subprocess.Popen, str]:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     command = [sys.executable, "-m", "sentcl.cli.main", "-q", "serve", model, "--index", str(index)]
+    env = os.environ.copy()
+    if server_src is not None:  # the server from another checkout (e.g. before a fix), this interpreter
+        env["PYTHONPATH"] = str(server_src.resolve())
     server = subprocess.Popen(
-        [*command, "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        [*command, "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
     )
     url = f"http://127.0.0.1:{port}"
     for _ in range(600):
@@ -128,6 +134,9 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--requests", type=int, default=50)
     parser.add_argument("--screenshot", type=Path)
+    parser.add_argument("--attacks", action="store_true", help="the attacks of serve_attacks.py instead")
+    parser.add_argument("--server-src", type=Path, help="run the server from this src folder")
+    parser.add_argument("--phase-seconds", type=float, default=30.0)
     args = parser.parse_args()
 
     from sentcl.model import SentenceEncoder
@@ -138,7 +147,17 @@ def main() -> None:
         index = Path(tmp) / "index"
         encoder = SentenceEncoder.load(args.model)
         SentenceIndex.of_corpus(encoder, corpus, model=encoder.source).save(index)
-        server, url = launch(args.model, index)
+        server, url = launch(args.model, index, args.server_src)
+        if args.attacks:
+            from serve_attacks import run_attacks
+
+            try:
+                print(f"`python {' '.join(sys.argv)}`, server from {args.server_src or 'this checkout'}\n")
+                run_attacks(url, int(url.rsplit(":", 1)[1]), server.pid, args.phase_seconds)
+            finally:
+                server.terminate()
+                server.wait(timeout=30)
+            return
         try:
             latencies, errors, wall = run_clients(url, args.clients, args.requests)
             if args.screenshot:

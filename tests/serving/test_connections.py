@@ -195,3 +195,14 @@ def test_one_message_cannot_flood_the_log(caplog):
     messages = [r.getMessage() for r in caplog.records]
     assert len(messages) == 4
     assert messages[-1].endswith("[997 like it dropped in the last 60 s]")
+
+
+def test_a_request_over_the_character_budget_is_413_before_any_model_work():
+    embedder = SlowEmbedder()
+    limits = ServerLimits(max_tokens=100, max_chars=400)  # 1,600 characters per request
+    with running(embedder, limits, count_tokens=lambda texts, limit: 0) as (url, _, _):
+        answer = httpx.post(f"{url}/v1/embeddings", json={"input": ["word " * 70] * 5})
+        fits = httpx.post(f"{url}/v1/embeddings", json={"input": ["word " * 70] * 4})
+    assert answer.status_code == 413 and fits.status_code == 200
+    assert answer.json()["error"]["message"] == "'input' has 1750 characters in all; at most 1600 per request"
+    assert len(embedder.served) == 1

@@ -211,6 +211,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="tokens the model reads per request (all its texts)",
     )
     p.add_argument(
+        "--max-request-chars",
+        type=positive_int,
+        help="characters of all a request's texts (default: 16 per token of --max-tokens)",
+    )
+    p.add_argument(
         "--max-waiting", type=positive_int, default=16, help="requests queued for the model; beyond: 503"
     )
     p.add_argument(
@@ -459,7 +464,8 @@ def run_serve(args: argparse.Namespace) -> int:
         )
     limits = ServerLimits(
         max_inputs=args.max_inputs, max_chars=args.max_chars, max_tokens=args.max_tokens,
-        max_waiting=args.max_waiting, max_connections=args.max_connections,
+        max_request_chars=args.max_request_chars, max_waiting=args.max_waiting,
+        max_connections=args.max_connections,
     )  # fmt: skip
     app = create_app(
         _BatchedEncoder(encoder, args.batch_size),

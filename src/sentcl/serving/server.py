@@ -55,6 +55,10 @@ class ServerLimits:
     #: tokens the model reads for one request (all its texts, after truncation): bounds how long one
     #: request holds the model (~1 s for 8,192 tokens of MiniLM on 2 cores)
     max_tokens: int = 8192
+    #: characters of all a request's texts: tokenising costs by character even where truncation drops
+    #: most of them (2 million characters took ~1 s), so this bounds it before any tokenising; None:
+    #: 16 per token of max_tokens (an English token is ~4.5 characters)
+    max_request_chars: int | None = None
     #: requests waiting for the model (the smallest runs first); beyond them 503 with Retry-After
     max_waiting: int = 16
     #: a request that waited this long for the model is answered 503 rather than served late
@@ -174,6 +178,7 @@ def create_app(
         redoc_url=None,
     )  # fmt: skip
     admission = Admission(limits.max_waiting, limits.max_wait_s)
+    request_chars = limits.max_request_chars or 16 * limits.max_tokens
     app.state.admission = admission
 
     def embed(texts: list[str], dimensions: int | None = None) -> np.ndarray:
@@ -197,15 +202,22 @@ def create_app(
             )
         return tokens
 
-    async def model_work(texts: list[str], work: Callable[[], bytes]) -> Response:
-        """``work`` on the model's worker when admitted (smallest request first); 503 when it is not."""
-        cost = sum(len(t) for t in texts) + 16 * len(texts)  # known before any work; ~ the work's size
+    async def model_work(texts: list[str], param: str, work: Callable[[], bytes]) -> Response:
+        """``work`` on the model's worker when admitted (smallest request first); 503 when it is not. A
+        request over the character budget is a 413 before it is queued."""
+        total = sum(len(t) for t in texts)
+        if total > request_chars:
+            raise APIError(
+                413, f"'{param}' has {total} characters in all; at most {request_chars} per request", param
+            )
+        cost = total + 16 * len(texts)  # known before any work; ~ the work's size
         return Response(await admission.run(cost, work), media_type="application/json")
 
     def texts_of(value: Texts, param: str) -> list[str]:
         texts = [value] if isinstance(value, str) else list(value)
         if not texts:
             raise APIError(400, f"'{param}' is empty: give at least one text", param)
+
         if len(texts) > limits.max_inputs:
             raise APIError(
                 400, f"'{param}' has {len(texts)} texts; at most {limits.max_inputs} per request", param
@@ -284,7 +296,7 @@ def create_app(
             usage = {"prompt_tokens": tokens, "total_tokens": tokens}
             return _json({"object": "list", "data": data, "model": model_name, "usage": usage})
 
-        return await model_work(texts, work)
+        return await model_work(texts, "input", work)
 
     @app.post("/similarity")
     async def similarity(body: SimilarityRequest) -> Response:
@@ -295,7 +307,7 @@ def create_app(
             vectors = embed(a + b)
             return _json({"scores": (vectors[: len(a)] @ vectors[len(a) :].T).tolist()})
 
-        return await model_work(a + b, work)
+        return await model_work(a + b, "a", work)
 
     @app.post("/search")
     async def search(body: SearchRequest) -> Response:
@@ -311,7 +323,7 @@ def create_app(
             rows = [[{"text": h.text, "score": h.score, "id": h.id} for h in row] for row in hits]
             return _json({"results": rows})
 
-        return await model_work(queries, work)
+        return await model_work(queries, "query", work)
 
     page = resources.files("sentcl.serving").joinpath("static/index.html").read_text(encoding="utf-8")
 

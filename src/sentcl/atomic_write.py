@@ -87,12 +87,17 @@ def check_replaceable(path: str | Path, kind: str, overwrite: bool = False, what
     raise OutputExistsError(f"{label}: not empty, and it holds {holds}, which {whose}; {advice}")
 
 
-def check_file_target(path: str | Path, what: str = "") -> None:
-    """A file is about to be written at ``path``: refuse a folder there (one line, nothing written)."""
+def check_file_target(path: str | Path, what: str = "", overwrite: bool = False) -> None:
+    """A file is about to be written at ``path``: refuse a folder there, and a file or link already there
+    unless ``overwrite`` (a user's notes.txt named as ``--out`` stays); one line, nothing written."""
     path = Path(path)
     label = f"{what} {path}" if what else str(path)
     if path.is_dir() and not path.is_symlink():
         raise OutputExistsError(f"{label}: a folder is there; name a file")
+    if (path.exists() or path.is_symlink()) and not overwrite:
+        raise OutputExistsError(
+            f"{label}: a file is already there; pass --overwrite to replace it, or name another file"
+        )
 
 
 def stale_temporaries(folder: Path, names: Iterable[str]) -> list[Path]:
@@ -190,7 +195,7 @@ def atomic_folder(path: str | Path, kind: str, overwrite: bool = False, what: st
 def atomic_file(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator:
     """Yield an open temporary file; on success it replaces ``path`` (a folder there is refused)."""
     path = Path(path)
-    check_file_target(path)
+    check_file_target(path, overwrite=True)  # whether a file may be replaced is the caller's question
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
     follow_umask(Path(tmp), "file")

@@ -190,7 +190,10 @@ def test_dim_keeps_a_prefix_and_is_checked(tmp_path, tiny_model_dir, capsys):
     vectors = np.load(out)
     assert vectors.shape == (2, 8)
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)  # normalised after the cut
-    assert main(["encode", str(tiny_model_dir), str(corpus), "--out", str(out), "--dim", "99"]) == 2
+    assert (
+        main(["encode", str(tiny_model_dir), str(corpus), "--out", str(out), "--dim", "99", "--overwrite"])
+        == 2
+    )
     assert "--dim 99: the model gives 32 dimensions" in capsys.readouterr().err
 
 
@@ -284,7 +287,7 @@ def test_a_full_disk_is_one_line_and_the_previous_file_is_kept(
         raise failure
 
     monkeypatch.setattr(cli.np, "save", full_disk)
-    assert main(["encode", str(tiny_model_dir), str(corpus), "--out", str(out)]) == 1
+    assert main(["encode", str(tiny_model_dir), str(corpus), "--out", str(out), "--overwrite"]) == 1
     printed = capsys.readouterr().err
     err = printed.strip().splitlines()[-1]
     assert err.startswith("sentcl encode: error: the disk is full (") and "Traceback" not in printed

@@ -91,3 +91,23 @@ def test_a_folder_where_a_file_goes_is_refused(option, tiny_model_dir, stsb_data
     err = capsys.readouterr().err
     assert f"{option} {tmp_path / 'folder'}: a folder is there; name a file" in err and "Traceback" not in err
     assert list((tmp_path / "folder").iterdir()) == []
+
+
+@pytest.mark.parametrize("option", ["--out", "--json"])
+def test_a_users_file_where_a_file_goes_is_replaced_only_with_overwrite(
+    option, tiny_model_dir, stsb_data_dir, tmp_path, capsys
+):
+    corpus, notes = tmp_path / "corpus.txt", tmp_path / "notes.txt"
+    corpus.write_text("\n".join(SENTENCES) + "\n")
+    notes.write_text("a user's notes")
+    if option == "--out":
+        argv = ["encode", str(tiny_model_dir), str(corpus), "--out", str(notes)]
+    else:
+        argv = ["evaluate", str(tiny_model_dir), "--tasks", "stsb-dev", "--data-dir", str(stsb_data_dir)]
+        argv += ["--json", str(notes)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"{option} {notes}: a file is already there; pass --overwrite" in err and "Traceback" not in err
+    assert notes.read_text() == "a user's notes"
+    assert main([*argv, "--overwrite"]) == 0
+    assert notes.read_bytes() != b"a user's notes"

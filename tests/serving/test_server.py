@@ -72,25 +72,30 @@ def test_search_matches_the_index(served):
 
 
 BAD = [
-    ("/v1/embeddings", {"input": []}, 400, "empty"),
-    ("/v1/embeddings", {"input": ["x"] * 9}, 400, "at most 8"),
-    ("/v1/embeddings", {"input": "x" * 201}, 400, "at most 200"),
-    ("/v1/embeddings", {"input": ["ok", "  "]}, 400, "input[1]"),
-    ("/v1/embeddings", {"input": [101, 2023]}, 400, "token-id"),
+    ("/v1/embeddings", {"input": []}, 422, "'input' is empty"),
+    ("/v1/embeddings", {"input": ["x"] * 9}, 422, "'input' has 9 texts; at most 8"),
+    ("/v1/embeddings", {"input": "x" * 201}, 422, "'input' has 201 characters; at most 200"),
+    ("/v1/embeddings", {"input": ["ok", "  "]}, 422, "'input[1]' is an empty string"),
+    ("/v1/embeddings", {"input": [101, 2023]}, 422, "token-id"),
     ("/v1/embeddings", {"input": 5}, 422, "input"),
     ("/v1/embeddings", {}, 422, "input"),
     ("/v1/embeddings", {"input": "x", "encoding_format": "int8"}, 422, "encoding_format"),
-    ("/v1/embeddings", {"input": "x", "dimensions": 33}, 400, "dimensions"),
-    ("/v1/embeddings", {"input": "x", "dimensions": 0}, 400, "dimensions"),
+    (
+        "/v1/embeddings",
+        {"input": "x", "dimensions": 33},
+        422,
+        "dimensions: Input should be less than or equal to 32",
+    ),
+    ("/v1/embeddings", {"input": "x", "dimensions": 0}, 422, "dimensions"),
     ("/similarity", {"a": "x"}, 422, "b"),
     ("/similarity", {"a": "x", "b": "y", "c": 1}, 422, "c"),
     ("/search", {"query": "x", "top_k": 0}, 422, "top_k"),
-    ("/search", {"query": "x", "top_k": 101}, 400, "top_k"),
+    ("/search", {"query": "x", "top_k": 101}, 422, "top_k: Input should be less than or equal to 100"),
     ("/search", {"query": "x", "threshold": 2}, 422, "threshold"),
-    ("/search", {"query": ""}, 400, "empty string"),
-    ("/v1/embeddings", {"input": "a\ud800"}, 400, "U+D800"),  # a lone surrogate: not text
-    ("/similarity", {"a": "x", "b": ["ok", "a\udfffb"]}, 400, "'b[1]' holds the invalid character U+DFFF"),
-    ("/search", {"query": "a\x00b"}, 400, "U+0000"),
+    ("/search", {"query": ""}, 422, "empty string"),
+    ("/v1/embeddings", {"input": "a\ud800"}, 422, "U+D800"),  # a lone surrogate: not text
+    ("/similarity", {"a": "x", "b": ["ok", "a\udfffb"]}, 422, "'b[1]' holds the invalid character U+DFFF"),
+    ("/search", {"query": "a\x00b"}, 422, "U+0000"),
     ("/search", {"query": "x", "top_k": True}, 422, "top_k"),  # strict types: no coercion
     ("/search", {"query": "x", "top_k": "5"}, 422, "top_k"),
     ("/v1/embeddings", {"input": "x", "dimensions": "32"}, 422, "dimensions"),

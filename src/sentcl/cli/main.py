@@ -538,7 +538,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.WARNING if args.quiet else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
     )
-    for noisy in ("transformers", "httpx", "huggingface_hub"):
+    # faiss.loader logs each SIMD build it does not find as a ModuleNotFoundError at INFO: noise, not news
+    for noisy in ("transformers", "httpx", "huggingface_hub", "faiss.loader"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
     try:
         commands = {

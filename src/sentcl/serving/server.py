@@ -29,17 +29,26 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from importlib import resources
-from typing import Annotated, Literal
 
 import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from sentcl.embedder import Embedder, EmbeddingError, require_finite, unit_rows
 from sentcl.serving.admission import Admission, BusyError
+from sentcl.serving.api import (
+    MODEL_RESPONSES,
+    PAGE_RESPONSES,
+    PLAIN_RESPONSES,
+    SEARCH_RESPONSES,
+    EmbeddingsResponse,
+    HealthResponse,
+    SearchResponse,
+    SimilarityResponse,
+    request_models,
+)
 from sentcl.serving.connections import RateLimitedLog, fit_open_file_limit, protocol_class
 from sentcl.serving.index import SentenceIndex
 
@@ -132,35 +141,6 @@ def _error(
     return JSONResponse(body, status_code=status, headers=headers)
 
 
-Texts = str | list[str]
-
-
-class _Request(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-
-class EmbeddingsRequest(_Request):
-    """OpenAI's embeddings request. Every field OpenAI defines is accepted (``user`` only identifies the
-    caller); any other is refused, so a typo such as ``dimension`` is a 422, not a silent 384."""
-
-    input: Texts | list[int] | list[list[int]]
-    model: str | None = None
-    encoding_format: Literal["float", "base64"] = "float"
-    dimensions: int | None = None
-    user: str | None = None
-
-
-class SimilarityRequest(_Request):
-    a: Texts
-    b: Texts
-
-
-class SearchRequest(_Request):
-    query: Texts
-    top_k: Annotated[int, Field(ge=1)] = 5
-    threshold: Annotated[float, Field(ge=-1.0, le=1.0)] | None = None
-
-
 def create_app(
     embedder: Embedder,
     *,
@@ -180,6 +160,9 @@ def create_app(
     admission = Admission(limits.max_waiting, limits.max_wait_s)
     request_chars = limits.max_request_chars or 16 * limits.max_tokens
     app.state.admission = admission
+    models = request_models(limits.max_inputs, limits.max_chars, limits.max_top_k, dimension)
+    budgets = {"max_request_chars": request_chars, "max_tokens": limits.max_tokens}
+    _document_budgets(app, budgets)
 
     def embed(texts: list[str], dimensions: int | None = None) -> np.ndarray:
         """Unit vectors of ``texts``; with ``dimensions``, of their first ``dimensions`` coordinates."""
@@ -213,28 +196,6 @@ def create_app(
         cost = total + 16 * len(texts)  # known before any work; ~ the work's size
         return Response(await admission.run(cost, work), media_type="application/json")
 
-    def texts_of(value: Texts, param: str) -> list[str]:
-        texts = [value] if isinstance(value, str) else list(value)
-        if not texts:
-            raise APIError(400, f"'{param}' is empty: give at least one text", param)
-
-        if len(texts) > limits.max_inputs:
-            raise APIError(
-                400, f"'{param}' has {len(texts)} texts; at most {limits.max_inputs} per request", param
-            )
-        for i, text in enumerate(texts):
-            where = param if isinstance(value, str) else f"{param}[{i}]"
-            if not text.strip():
-                raise APIError(400, f"'{where}' is an empty string", param)
-            if len(text) > limits.max_chars:
-                raise APIError(
-                    400, f"'{where}' has {len(text)} characters; at most {limits.max_chars}", param
-                )
-            bad = _FORBIDDEN.search(text)
-            if bad is not None:
-                raise APIError(400, f"'{where}' holds the invalid character U+{ord(bad.group()):04X}", param)
-        return texts
-
     app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes, max_total_bytes=limits.max_bodies_bytes)
     app.add_middleware(AllowedHosts, hosts=allowed_hosts)  # the outermost: checked before anything else
 
@@ -248,15 +209,24 @@ def create_app(
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError):
-        first = exc.errors()[0]
+        errors = exc.errors()
+        ours = [e for e in errors if e.get("type") in ("texts", "token_ids")]
+        first = ours[0] if ours else errors[0]
         if first.get("type") == "json_invalid":  # its loc is a character position, not a parameter
             return _error(422, f"the body is not valid JSON: {first.get('ctx', {}).get('error', '')}".strip())
-        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "body"
+        loc = [p for p in first.get("loc", ()) if p != "body"]
+        if ours:  # the message names the text at fault itself
+            return _error(422, first["msg"], str(loc[0]) if loc else None)
+        where = ".".join(str(p) for p in loc if not _is_branch(p)) or "body"
         return _error(422, f"{where}: {first.get('msg', 'invalid')}", where)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):
-        return _error(exc.status_code, str(exc.detail), headers=exc.headers)
+        headers = exc.headers
+        if exc.status_code == 405:  # Allow: every method of the path (HEAD /health is a route of its own)
+            allowed = {m for r in app.routes if r.path_regex.match(request.url.path) for m in r.methods or ()}
+            headers = {**(headers or {}), "Allow": ", ".join(sorted(allowed))}
+        return _error(exc.status_code, str(exc.detail), headers=headers)
 
     @app.exception_handler(Exception)
     async def server_error(
@@ -265,7 +235,6 @@ def create_app(
         logger.error("%s %s failed", request.method, request.url.path, exc_info=exc)
         return _error(500, "internal error: the server's log has the details")
 
-    @app.api_route("/health", methods=["GET", "HEAD"])
     def health() -> dict:
         return {
             "status": "ok",
@@ -276,15 +245,16 @@ def create_app(
             "queue": admission.stats(),
         }
 
-    @app.post("/v1/embeddings")
-    async def embeddings(body: EmbeddingsRequest) -> Response:
-        if isinstance(body.input, list) and body.input and not isinstance(body.input[0], str):
-            raise APIError(400, "token-id input is not supported: send text", "input")
-        if body.dimensions is not None and not 0 < body.dimensions <= dimension:
-            raise APIError(
-                400, f"dimensions: 1 to {dimension} (this model's), not {body.dimensions}", "dimensions"
-            )
-        texts = texts_of(body.input, "input")
+    for method in ("GET", "HEAD"):  # one operation id each: HEAD answers as GET does, for load balancers
+        app.add_api_route(
+            "/health", health, methods=[method], operation_id=f"health_{method.lower()}",
+            response_model=HealthResponse, responses=PLAIN_RESPONSES,
+        )  # fmt: skip
+
+    @app.post("/v1/embeddings", response_model=EmbeddingsResponse, responses=MODEL_RESPONSES)
+    @_body(models["embeddings"])
+    async def embeddings(body) -> Response:
+        texts = _as_list(body.input)
 
         def work() -> bytes:
             tokens = check_tokens(texts, "input")
@@ -298,9 +268,10 @@ def create_app(
 
         return await model_work(texts, "input", work)
 
-    @app.post("/similarity")
-    async def similarity(body: SimilarityRequest) -> Response:
-        a, b = texts_of(body.a, "a"), texts_of(body.b, "b")
+    @app.post("/similarity", response_model=SimilarityResponse, responses=MODEL_RESPONSES)
+    @_body(models["similarity"])
+    async def similarity(body) -> Response:
+        a, b = _as_list(body.a), _as_list(body.b)
 
         def work() -> bytes:
             check_tokens(a + b, "a")
@@ -309,13 +280,12 @@ def create_app(
 
         return await model_work(a + b, "a", work)
 
-    @app.post("/search")
-    async def search(body: SearchRequest) -> Response:
+    @app.post("/search", response_model=SearchResponse, responses=SEARCH_RESPONSES)
+    @_body(models["search"])
+    async def search(body) -> Response:
         if index is None:
             raise APIError(409, "no index is loaded: start the server with --index DIR", "query")
-        if body.top_k > limits.max_top_k:
-            raise APIError(400, f"top_k is {body.top_k}; at most {limits.max_top_k}", "top_k")
-        queries = texts_of(body.query, "query")
+        queries = _as_list(body.query)
 
         def work() -> bytes:
             check_tokens(queries, "query")
@@ -327,16 +297,45 @@ def create_app(
 
     page = resources.files("sentcl.serving").joinpath("static/index.html").read_text(encoding="utf-8")
 
-    @app.get("/", response_class=HTMLResponse)
+    @app.get("/", response_class=HTMLResponse, responses=PAGE_RESPONSES)
     def home() -> str:
         return page
 
     return app
 
 
-#: lone surrogates (category Cs: not text, no encoding can write them) and control characters (Cc) other
-#: than tab and line breaks; a regex, so a 2-million-character request is scanned in C, not per character
-_FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+def _body(model: type) -> Callable:
+    """Give an endpoint's ``body`` parameter a request model built at run time (for this server's limits):
+    FastAPI reads the annotation, which a string annotation of a local class would not resolve to."""
+
+    def annotate(endpoint: Callable) -> Callable:
+        endpoint.__annotations__["body"] = model
+        return endpoint
+
+    return annotate
+
+
+def _as_list(value: str | list[str]) -> list[str]:
+    return [value] if isinstance(value, str) else list(value)
+
+
+def _is_branch(part) -> bool:
+    """A union branch pydantic names in an error's location (``str``, ``list[str]``), not a field."""
+    return isinstance(part, str) and (part in ("str", "int", "float", "bool") or "[" in part or "-" in part)
+
+
+def _document_budgets(app: FastAPI, budgets: dict[str, int]) -> None:
+    """``x-sentcl-budgets`` in the document's info: the per-request budgets JSON Schema cannot state."""
+    original = app.openapi
+
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            schema = original()
+            schema["info"]["x-sentcl-budgets"] = budgets
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi
 
 
 def _json(payload: dict) -> bytes:

@@ -72,11 +72,21 @@ def begin(loop, torchrun: bool = True) -> RunStart:
         )
     device = distributed.select_device(loop.device, context)
     output_dir = Path(loop.output_dir)
-    resume = check_output_dir(output_dir, loop.overwrite_output_dir, loop.resume)
+    if output_dir.exists() and not output_dir.is_dir():
+        raise ConfigError(
+            f"training.output_dir: {output_dir} is a file; a run writes a folder, so name a folder"
+        )
     created = not output_dir.exists()
-    lock = acquire_lock(output_dir) if context.is_main else None
+    # the lock first: a second run into the folder is told another run holds it, whatever it finds there
+    start = RunStart(output_dir, False, context, device, None, created)
+    start.lock = acquire_lock(output_dir) if context.is_main else None
+    try:
+        start.resume = check_output_dir(output_dir, loop.overwrite_output_dir, loop.resume)
+    except BaseException:
+        release(start)
+        raise
     set_seed(loop.seed)
-    return RunStart(output_dir, resume, context, device, lock, created)
+    return start
 
 
 @contextlib.contextmanager
@@ -203,8 +213,6 @@ def task_evaluator(loop) -> tuple[Evaluator, Path]:
 def check_output_dir(path: Path, overwrite: bool, resume: bool) -> bool:
     """Refuse a non-empty folder without --overwrite or --resume; write nothing. Returns whether there is
     a checkpoint to resume from (--resume before the first checkpoint starts from step 0)."""
-    if path.exists() and not path.is_dir():
-        raise ConfigError(f"training.output_dir: {path} is a file; a run writes a folder, so name a folder")
     if path.exists() and any(p.name != LOCK for p in path.iterdir()) and not (overwrite or resume):
         raise ConfigError(
             f"training.output_dir: {path} is not empty; pass --overwrite "

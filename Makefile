@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+PEERS  := benchmarks/peers/.venv/.installed
 # torch==2.13.0 is the CPU build on this machine's disk; an unpinned torch pulls a multi-GB CUDA build.
 TORCH  ?= torch==2.13.0
 
@@ -52,9 +53,18 @@ test: lint $(CHROMIUM) $(WORDNET)
 	$(BIN)/pytest
 
 # sentcl against sentence-transformers on this machine (< 20 min on 2 cores): docs/benchmarks.md explains it.
-bench: $(STAMP)
+bench: $(STAMP) $(PEERS)
 	mkdir -p runs/bench
 	$(BIN)/python benchmarks/bench.py --sts7-stand-in --out runs/bench/table.md --json runs/bench/results.json
+
+# sentence-transformers 5.x with its onnx and openvino extras, which cannot share sentcl's transformers 5:
+# the peer at its best documented inference paths, in an environment of its own
+$(PEERS): benchmarks/peers/requirements.txt
+	$(PYTHON) -m venv benchmarks/peers/.venv
+	benchmarks/peers/.venv/bin/pip install --quiet --upgrade "pip>=24"
+	benchmarks/peers/.venv/bin/pip install --quiet "$(TORCH)"
+	benchmarks/peers/.venv/bin/pip install --quiet -r benchmarks/peers/requirements.txt
+	touch $@
 
 # The seeds' findings at CPU scale (docs/reproduction.md): makes two MLM encoders, then measures baselines,
 # post-processing and every method under one protocol (a search, 3 seeds); stages are cached in runs/reproduce,

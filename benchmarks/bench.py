@@ -210,7 +210,9 @@ def _auto_picks_bf16(device: str) -> bool:
     return precision.decide("auto", device) == "bf16"
 
 
-def part_train_st(device: str) -> dict:
+def part_train_st(device: str, bf16: bool = False) -> dict:
+    """sentence-transformers' trainer; ``bf16``: ``bf16=True`` in its training arguments (its documented
+    fast path; on a CPU it runs where the CPU multiplies bf16 natively)."""
     from datasets import Dataset
     from sentence_transformers import (
         SentenceTransformer,
@@ -230,7 +232,8 @@ def part_train_st(device: str) -> dict:
                 torch.cuda.synchronize()
             stamps[state.global_step] = time.perf_counter()
 
-    ceiling = part_ceiling(device)["gflops"]  # in this process, just before training
+    precision = "bf16" if bf16 or device == "cuda" else "fp32"
+    ceiling = part_ceiling(device, dtype=precision)["gflops"]  # in this process, just before training
     model = SentenceTransformer(model_path(), device=device)
     model.max_seq_length = MAX_LENGTH
     pool = wiki(0, BATCH * (WARMUP + STEPS) * 2)
@@ -239,7 +242,7 @@ def part_train_st(device: str) -> dict:
         args = SentenceTransformerTrainingArguments(
             output_dir=tmp, per_device_train_batch_size=BATCH, learning_rate=LR, max_steps=WARMUP + STEPS,
             logging_steps=10_000, save_strategy="no", report_to=[], seed=42, warmup_steps=0,
-            use_cpu=device == "cpu", bf16=device == "cuda", dataloader_drop_last=True,
+            use_cpu=device == "cpu", bf16=precision == "bf16", dataloader_drop_last=True,
         )  # fmt: skip
         trainer = SentenceTransformerTrainer(
             model=model,
@@ -269,6 +272,7 @@ def part_train_st(device: str) -> dict:
         "sentences_per_s": BATCH * STEPS / elapsed,
         "tokens_per_s": sum(counts[WARMUP : WARMUP + STEPS]) / elapsed,
         "ceiling_gflops": ceiling,
+        "precision": precision,
     }
 
 
@@ -292,18 +296,78 @@ def part_encode_sentcl(device: str, dtype: str = "fp32") -> dict:
             result["chosen"] = "bf16" if encoder.inference_autocast is not None else "fp32"
     sentences = wiki(20_000, ENCODE_SENTENCES)
     encoder.encode(sentences[:256], batch_size=BATCH)  # warm-up
+    if dtype != "int8":  # the work of the pass and the ceiling of its precision, both in this process
+        from sentcl.data.collate import tokenize_texts
+
+        lengths = tokenize_texts(encoder.tokenizer, sentences, encoder.max_length, desc=None).lengths()
+        chosen = "bf16" if encoder.inference_autocast is not None else "fp32"
+        result |= {"gflop": encode_flops(encoder, lengths) / 1e9, "precision": chosen}
+        result["ceiling_gflops"] = part_ceiling(device, dtype=chosen)["gflops"]
     seconds = _timed(lambda: encoder.encode(sentences, batch_size=BATCH))
     return result | {"sentences_per_s": len(sentences) / seconds}
 
 
-def part_encode_st(device: str) -> dict:
+def part_encode_st(device: str, bf16: bool = False) -> dict:
+    """sentence-transformers' encode; ``bf16``: the model loaded in bf16 (``model_kwargs={"torch_dtype":
+    torch.bfloat16}``, its documented reduced-precision path), with its STS-B dev."""
+    import torch
     from sentence_transformers import SentenceTransformer
 
-    model = SentenceTransformer(model_path(), device=device)
+    kwargs = {"model_kwargs": {"torch_dtype": torch.bfloat16}} if bf16 else {}
+    model = SentenceTransformer(model_path(), device=device, **kwargs)
+    result = {"stsb_dev": _st_stsb_dev(model)} if bf16 else {}
     sentences = wiki(20_000, ENCODE_SENTENCES)
     model.encode(sentences[:256], batch_size=BATCH)
     seconds = _timed(lambda: model.encode(sentences, batch_size=BATCH))
-    return {"sentences_per_s": len(sentences) / seconds}
+    return result | {"sentences_per_s": len(sentences) / seconds}
+
+
+def _stsb_dev_rows() -> list[list[str]]:
+    import csv
+
+    path = data_dir() / "stsb" / "senteval" / "sts-dev.csv"
+    rows = csv.reader(path.read_text(encoding="utf-8").splitlines(), delimiter="\t", quoting=csv.QUOTE_NONE)
+    return [r for r in rows if len(r) >= 7]
+
+
+def _st_stsb_dev(model) -> float:
+    import numpy as np
+    from scipy.stats import spearmanr
+
+    rows = _stsb_dev_rows()
+    a = model.encode([r[5] for r in rows], batch_size=BATCH, normalize_embeddings=True)
+    b = model.encode([r[6] for r in rows], batch_size=BATCH, normalize_embeddings=True)
+    a, b = np.asarray(a, dtype=np.float32), np.asarray(b, dtype=np.float32)
+    return float(spearmanr((a * b).sum(1), [float(r[4]) for r in rows])[0]) * 100
+
+
+#: sentence-transformers 5.x in its own environment (make bench builds it): the backends its onnx and
+#: openvino extras give, which cannot install beside sentcl's transformers 5
+PEERS_PYTHON = ROOT / "benchmarks" / "peers" / ".venv" / "bin" / "python"
+PEER_BACKENDS = ("onnx-int8", "openvino")
+
+
+def part_encode_peer(device: str, backend: str) -> dict:
+    """An encode measurement of benchmarks/peers/encode_peer.py in the peers' environment."""
+    with tempfile.TemporaryDirectory() as tmp:
+        sentences = Path(tmp) / "sentences.txt"
+        sentences.write_text("\n".join(wiki(20_000, ENCODE_SENTENCES)), encoding="utf-8")
+        stsb = data_dir() / "stsb" / "senteval" / "sts-dev.csv"
+        script = ROOT / "benchmarks" / "peers" / "encode_peer.py"
+        command = [
+            str(PEERS_PYTHON),
+            str(script),
+            backend,
+            model_path(),
+            str(sentences),
+            str(stsb),
+            str(BATCH),
+        ]
+        offline = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+        done = subprocess.run(command, capture_output=True, text=True, check=False, env=os.environ | offline)
+    if done.returncode != 0:
+        raise RuntimeError(f"peer {backend} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def part_sts_sentcl(device: str) -> dict:
@@ -478,10 +542,14 @@ PARTS = {
     "train-sentcl": part_train_sentcl,
     "train-sentcl-padded": lambda device: part_train_sentcl(device, padded=True),
     "train-st": part_train_st,
+    "train-st-bf16": lambda device: part_train_st(device, bf16=True),
     "encode-sentcl": part_encode_sentcl,
     "encode-sentcl-auto": lambda device: part_encode_sentcl(device, "auto"),
     "encode-sentcl-int8": lambda device: part_encode_sentcl(device, "int8"),
     "encode-st": part_encode_st,
+    "encode-st-bf16": lambda device: part_encode_st(device, bf16=True),
+    "encode-st-onnx-int8": lambda device: part_encode_peer(device, "onnx-int8"),
+    "encode-st-openvino": lambda device: part_encode_peer(device, "openvino"),
     "sts-sentcl": part_sts_sentcl,
     "sts-st": part_sts_st,
     "sts7-sentcl": part_sts7_sentcl,
@@ -542,7 +610,14 @@ def main() -> int:
             encoding.insert(2, "encode-sentcl-int8")
         # the encode ratios' peers (the default path, int8, sentence-transformers) every round: one pass
         # over 10k sentences on a shared machine varies by more than the targets' margins
-        fast = [n for n in ("encode-sentcl-auto", "encode-sentcl-int8", "encode-st") if n in encoding]
+        if args.device == "cpu" and _auto_picks_bf16(args.device):  # its documented bf16 paths
+            names.append("train-st-bf16")
+            encoding.append("encode-st-bf16")
+        if args.device == "cpu" and PEERS_PYTHON.exists():
+            encoding += [f"encode-st-{backend}" for backend in PEER_BACKENDS]
+        fast = [
+            n for n in encoding if n.startswith(("encode-sentcl-auto", "encode-sentcl-int8", "encode-st"))
+        ]
         names += encoding if repeat < 1 else fast
         for name in names:
             runs[name].append(run_part(name, args.device))
@@ -589,6 +664,91 @@ def sts7_lines(runs: dict[str, list[dict]], ceilings: list[float], rss) -> list[
         f"({best:.1f} GFLOP/s), before loading, tokenising or scoring; 90 s would need "
         f"{sts7['encode_gflop'] / 90:.0f} GFLOP/s.",
     ]
+
+
+#: STS-B dev within this many points of fp32 counts as equal quality (issue 27)
+EQUAL_QUALITY = 0.3
+#: the targets of issue 27, against the peer at its best
+TARGETS = {"train": 2.5, "encode": 1.5, "ceiling": 0.8, "sts7_auto_s": 30.0}
+
+
+def peer_lines(runs: dict[str, list[dict]], fp32_dev: float, per_token: float, rss) -> list[str]:
+    """The peer at its best: its fastest trainer, its fastest encode backend at equal quality (STS-B dev
+    within EQUAL_QUALITY of fp32), sentcl's defaults against them, and issue 27's targets, met or not."""
+    labels = {
+        "encode-st": "sentence-transformers fp32 (its default)",
+        "encode-st-bf16": "sentence-transformers bf16 (`model_kwargs={'torch_dtype': torch.bfloat16}`)",
+        "encode-st-onnx-int8": "sentence-transformers ONNX dynamic int8",
+        "encode-st-openvino": "sentence-transformers OpenVINO",
+        "encode-sentcl-auto": "sentcl default (`--dtype auto`)",
+        "encode-sentcl-int8": "sentcl int8 (ONNX Runtime, dynamic)",
+    }
+    rows = []
+    for name, label in labels.items():
+        if not runs.get(name):
+            continue
+        dev = fp32_dev if name == "encode-st" else runs[name][0].get("stsb_dev")
+        if name.startswith("encode-st-") and "label" in runs[name][0]:
+            label = f"sentence-transformers {runs[name][0]['label']}"
+        rate = median_of(runs[name], "sentences_per_s")
+        rows.append((name, label, rate, dev))
+    if not any(name != "encode-st" and name.startswith("encode-st") for name, *_ in rows):
+        return []
+    lines = [
+        "",
+        row("encode against the peer at its best (10k sentences)", "sentences/s", "STS-B dev",
+            "Δ to fp32", "equal quality", "peak RSS MB"),
+        row("---", "---:", "---:", "---:", ":---:", "---:"),
+    ]  # fmt: skip
+    for name, label, rate, dev in rows:
+        delta = dev - fp32_dev if dev is not None else float("nan")
+        equal = "yes" if abs(delta) <= EQUAL_QUALITY else "no"
+        lines.append(row(label, f"{rate:.1f}", f"{dev:.2f}", f"{delta:+.2f}", equal, rss(name)))
+    peers = [(rate, label) for name, label, rate, dev in rows
+             if name.startswith("encode-st") and abs(dev - fp32_dev) <= EQUAL_QUALITY]  # fmt: skip
+    best_rate, best_label = max(peers)
+    default = median_of(runs["encode-sentcl-auto"], "sentences_per_s")
+    encode_ratio = default / best_rate
+    trainers = [
+        (median_of(runs[n], "sentences_per_s"), n) for n in ("train-st", "train-st-bf16") if runs.get(n)
+    ]
+    peer_train, peer_name = max(trainers)
+    train_ratio = median_of(runs["train-sentcl"], "sentences_per_s") / peer_train
+    train_share = statistics.median(
+        r["tokens_per_s"] * per_token / (r["ceiling_gflops"] * 1e9) for r in runs["train-sentcl"]
+    )
+    encode_share = statistics.median(
+        r["gflop"] * r["sentences_per_s"] / ENCODE_SENTENCES / r["ceiling_gflops"]
+        for r in runs["encode-sentcl-auto"]
+    )
+    sts7 = runs.get("sts7-stand-in-auto") or []
+
+    def verdict(value: float, target: float, more: bool = True) -> str:
+        return "**met**" if (value >= target if more else value <= target) else "**not met**"
+
+    lines += [
+        "",
+        f"Fastest peer trainer: {'bf16=True' if peer_name.endswith('bf16') else 'fp32'} ({peer_train:.1f} "
+        f"sentences/s); fastest peer encode at equal quality: {best_label} ({best_rate:.1f} sentences/s).",
+        "",
+        "Targets (issue 27), against the peer at its best:",
+        f"- training with defaults ≥ {TARGETS['train']}× the fastest peer trainer: {train_ratio:.2f}× — "
+        f"{verdict(train_ratio, TARGETS['train'])};",
+        f"- default encode ≥ {TARGETS['encode']}× the fastest peer backend at equal quality: "
+        f"{encode_ratio:.2f}× — {verdict(encode_ratio, TARGETS['encode'])};",
+        f"- training at ≥ {TARGETS['ceiling']} of its precision's matmul ceiling: {train_share:.2f} — "
+        f"{verdict(train_share, TARGETS['ceiling'])};",
+        f"- default encode at ≥ {TARGETS['ceiling']} of its precision's matmul ceiling: {encode_share:.2f} "
+        f"(its forward FLOPs on the real tokens over the ceiling measured in its process) — "
+        f"{verdict(encode_share, TARGETS['ceiling'])};",
+    ]
+    if sts7:
+        seconds = sts7[0]["seconds"]
+        lines.append(
+            f"- 7-task STS evaluation ≤ {TARGETS['sts7_auto_s']:.0f} s with `--dtype auto` (stand-ins with "
+            f"the real sizes): {seconds:.1f} s — {verdict(seconds, TARGETS['sts7_auto_s'], more=False)}."
+        )
+    return lines
 
 
 def row(*cells) -> str:
@@ -709,6 +869,7 @@ def report(runs: dict[str, list[dict]], device: str, seconds: float) -> str:
         "",
         f"sentcl's scores: {json.dumps({k: round(v, 2) for k, v in sts_scores.items()})}.",
     ]
+    lines += peer_lines(runs, sts_scores["stsb_dev_spearman"], per_token, rss)
     lines += sts7_lines(runs, [*fp32_measured, ceiling], rss)
     if runs["sts7-stand-in-auto"]:
         auto7 = runs["sts7-stand-in-auto"][0]

@@ -25,6 +25,7 @@ from sentcl.evaluation.senteval_protocols import PROTOCOLS
 from sentcl.evaluation.suite import EvaluationSuite
 from sentcl.evaluation.tasks import known_tasks
 from sentcl.evaluation.transfer import TransferDataError
+from sentcl.extras import MissingExtraError, require
 from sentcl.model import POOLERS, ModelLoadError, SentenceEncoder
 from sentcl.model.inference import for_inference, load_encoder
 from sentcl.model.onnx import OnnxEncoder, export_onnx
@@ -51,6 +52,7 @@ USER_ERRORS = (
     CheckpointError,
     EmbeddingError,
     IndexFolderError,
+    MissingExtraError,
 )
 
 
@@ -441,6 +443,8 @@ def run_search(args: argparse.Namespace) -> int:
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    for module in ("fastapi", "uvicorn", "pydantic"):  # the web stack is the serve extra
+        require(module, "serve", "sentcl serve")
     from sentcl.serving.server import ServerLimits, create_app, default_allowed_hosts, serve, token_counter
 
     index = SentenceIndex.load(args.index) if args.index else None

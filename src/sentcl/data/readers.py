@@ -22,6 +22,8 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from sentcl.extras import require
+
 logger = logging.getLogger(__name__)
 
 #: Header names accepted (case-insensitive) in the first row of a csv/tsv.
@@ -292,7 +294,7 @@ def _batch_rows(batches, layout: tuple[str, ...], path: Path):
 
 def parquet_rows(path: str | Path):
     """(row, cells) of a Parquet file with named columns (``LAYOUTS``), streamed batch by batch."""
-    import pyarrow.parquet as pq
+    pq = require("pyarrow.parquet", "parquet", f"{path} (a Parquet file)")
 
     path = Path(path)
     if not path.is_file():
@@ -307,7 +309,7 @@ def parquet_rows(path: str | Path):
 
 def _checked_batches(source, layout: tuple[str, ...], path: Path):
     """The file's record batches, streamed; a page that fails to decode is a DataError naming the rows."""
-    import pyarrow as pa
+    pa = require("pyarrow", "parquet", "a Parquet file")
 
     batches = source.iter_batches(columns=list(layout), batch_size=65536)
     rows = 0
@@ -329,12 +331,8 @@ def read_parquet(path: str | Path) -> Records:
 
 def read_datasets_folder(path: str | Path) -> Records:
     """A folder written by ``datasets``' ``save_to_disk`` (its ``train`` split if it holds several)."""
-    try:
-        from datasets import DatasetDict, load_from_disk
-    except ImportError:
-        raise DataError(
-            f"{path}: a datasets folder needs the datasets library: pip install datasets"
-        ) from None
+    datasets = require("datasets", "datasets", f"{path} (a datasets folder)")
+    DatasetDict, load_from_disk = datasets.DatasetDict, datasets.load_from_disk  # noqa: N806
     path = Path(path)
     try:
         dataset = load_from_disk(str(path))

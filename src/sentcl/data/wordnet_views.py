@@ -36,6 +36,7 @@ import torch
 
 from sentcl.data.collate import Batch, ContrastiveDataset, collate_views
 from sentcl.data.readers import DataError, Records
+from sentcl.extras import require
 
 DEFAULT_WORDNET = "/usr/share/wordnet"
 POS = ("n", "v", "a", "r")
@@ -98,7 +99,7 @@ def _lexnames(source: Path) -> str:
 
 @functools.lru_cache(maxsize=4)
 def load_wordnet(root: str | None = None):
-    import nltk
+    nltk = require("nltk", "cline", "WordNet views (CLINE)")
     from nltk.corpus.reader.wordnet import WordNetCorpusReader
 
     folder = prepare_wordnet(root)

@@ -29,6 +29,7 @@ from transformers import AutoTokenizer
 from sentcl.atomic_write import atomic_folder
 from sentcl.data.collate import sorted_batches
 from sentcl.embedder import require_finite, unit_rows
+from sentcl.extras import require
 from sentcl.model.backbone import TOKENIZER_FILES, ModelLoadError
 
 logger = logging.getLogger(__name__)
@@ -50,7 +51,8 @@ class _EmbeddingPath(torch.nn.Module):
 def export_onnx(encoder, folder: str | Path, int8: bool = False, overwrite: bool = False) -> Path:
     """Write ``encoder``'s embedding path to ``folder`` (atomically: a failed export leaves nothing; a folder
     sentcl did not write is replaced only with ``overwrite``)."""
-    import onnx  # noqa: F401 - the exporter needs it; fail here with a clear error if it is missing
+    for module in ("onnx", "onnxscript"):  # the exporter needs both: one line naming the extra if missing
+        require(module, "onnx", "ONNX export")
 
     folder = Path(folder)
     was_training, device = encoder.training, encoder.device
@@ -71,7 +73,8 @@ def export_onnx(encoder, folder: str | Path, int8: bool = False, overwrite: bool
                 )  # fmt: skip
                 program.save(str(graph))
             if int8:
-                from onnxruntime.quantization import QuantType, quantize_dynamic
+                quantization = require("onnxruntime.quantization", "onnx", "int8 export")
+                QuantType, quantize_dynamic = quantization.QuantType, quantization.quantize_dynamic  # noqa: N806
 
                 quantize_dynamic(
                     str(graph), str(tmp / ONNX_FILE), weight_type=QuantType.QInt8, per_channel=True
@@ -105,8 +108,7 @@ class OnnxEncoder:
 
     @classmethod
     def load(cls, folder: str | Path, threads: int | None = None) -> OnnxEncoder:
-        import onnxruntime as ort
-
+        ort = require("onnxruntime", "onnx", "an ONNX model")
         folder = Path(folder)
         meta_file = folder / ONNX_META
         if not (folder / ONNX_FILE).is_file() or not meta_file.is_file():

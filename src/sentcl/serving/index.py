@@ -21,6 +21,7 @@ import numpy as np
 
 from sentcl.atomic_write import atomic_folder
 from sentcl.embedder import Embedder, require_finite
+from sentcl.extras import require
 
 if TYPE_CHECKING:
     import faiss
@@ -51,9 +52,7 @@ class Hit:
 
 def _faiss():
     """faiss, imported when an index is used (importing sentcl for training does not load it)."""
-    import faiss
-
-    return faiss
+    return require("faiss", "index", "a faiss index")
 
 
 def _normalise(x: np.ndarray) -> np.ndarray:

@@ -191,3 +191,18 @@ def test_a_split_no_correlation_can_be_computed_on_is_refused(tmp_path, rows, me
     write_stsb(tmp_path / "stsb" / "senteval", "dev", rows)
     with pytest.raises(STSDataError, match=r"sts-dev\.csv: " + message):
         STSEvaluator(tmp_path, "stsb-dev")
+
+
+def test_one_stsb_split_alone_is_its_own_table_row(stsb_data_dir):
+    """stsb-train with no test split once raised KeyError 'test' while printing its table."""
+    evaluator = STSEvaluator(stsb_data_dir, "stsb-train")
+
+    class Hashed:
+        def encode(self, sentences):
+            return np.stack([np.random.default_rng(list(s.encode())).normal(size=4) for s in sentences])
+
+    metrics = evaluator(Hashed())
+    table = evaluator.format(metrics)
+    row = table.splitlines()[1].split()
+    assert row[0] == "STS-B" and row[1] == f"{metrics['STS-B']:.2f}"
+    assert row[2] == "12" and row[3:] == ["train", "split"]

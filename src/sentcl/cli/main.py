@@ -20,10 +20,10 @@ from sentcl.atomic_write import atomic_file, atomic_folder, check_file_target, c
 from sentcl.config import ConfigError
 from sentcl.data import DataError, read_sentences
 from sentcl.embedder import CachedEmbedder, EmbeddingError, unit_rows
-from sentcl.evaluation import DataDirError, STSDataError, TaskSpecError, resolve_data_dir
+from sentcl.evaluation import DataDirError, LocalTaskError, STSDataError, TaskSpecError, resolve_data_dir
 from sentcl.evaluation.senteval_protocols import PROTOCOLS
 from sentcl.evaluation.suite import EvaluationSuite
-from sentcl.evaluation.tasks import known_tasks
+from sentcl.evaluation.tasks import known_tasks, needs_data_dir
 from sentcl.evaluation.transfer import TransferDataError
 from sentcl.extras import MissingExtraError, require
 from sentcl.model import POOLERS, ModelLoadError, SentenceEncoder
@@ -46,6 +46,7 @@ USER_ERRORS = (
     STSDataError,
     TransferDataError,
     TaskSpecError,
+    LocalTaskError,
     ModelLoadError,
     DataDirError,
     TrainingError,
@@ -125,7 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--tasks",
         default="sts",
-        help=f"comma-separated task names (sts: the 7-task table, transfer: SentEval's): {known_tasks()}",
+        help=f"comma-separated task names (sts: the 7-task table, transfer: SentEval's): {known_tasks()}; or "
+        f"your own data: a pair file (.csv/.tsv/.jsonl with sentence1, sentence2, score or label) or a "
+        f"retrieval folder in BEIR's layout (docs/evaluation.md)",
     )
     p.add_argument("--aggregation", default="all", choices=["all", "mean", "wmean"], help="for STS12–16")
     p.add_argument(
@@ -304,7 +307,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
         check_replaceable(args.save_postprocess, "postprocessor", args.overwrite, "--save-postprocess")
     if args.json:
         check_file_target(args.json, "--json", args.overwrite)
-    data_dir = resolve_data_dir(args.data_dir)
+    # the user's own files need no shared data; a post-processor fitted on a named corpus does
+    needed = needs_data_dir(args.tasks) or (args.postprocess and not Path(args.postprocess).is_dir())
+    data_dir = resolve_data_dir(args.data_dir) if needed else Path()
     suite = EvaluationSuite(data_dir, args.tasks, args.aggregation, args.transfer_protocol)
     dtype = args.dtype
     encoder = _inference_encoder(args)

@@ -1,7 +1,9 @@
 """Evaluation on the Embedder protocol only: the evaluation contract and its task registry
-(evaluation/tasks.py), STS (SimCSE's protocol) and SentEval's transfer tasks."""
+(evaluation/tasks.py), STS (SimCSE's protocol), SentEval's transfer tasks and the user's own pair files and
+retrieval folders (evaluation/local.py)."""
 
 from sentcl.evaluation.data_dir import DataDirError, resolve_data_dir
+from sentcl.evaluation.local import LocalTaskError
 from sentcl.evaluation.sts import STSEvaluator, STSReport, TaskSpecError, aggregate, correlate, parse_tasks
 from sentcl.evaluation.sts_data import STS_TASKS, STSDataError, load_task
 from sentcl.evaluation.tasks import TASKS, Evaluator, build_evaluator, build_evaluators, register
@@ -11,6 +13,7 @@ __all__ = [
     "TASKS",
     "DataDirError",
     "Evaluator",
+    "LocalTaskError",
     "STSDataError",
     "STSEvaluator",
     "STSReport",

@@ -228,6 +228,8 @@ class STSEvaluator:
             if name in report.scores:
                 scores = report.scores[name]
                 split = _TABLE_SPLIT.get(name)
+                if split not in scores.datasets:  # e.g. stsb-train alone: its one split
+                    split = next(iter(scores.datasets)) if len(scores.datasets) == 1 else None
                 n = scores.datasets[split].n if split else scores.aggregated[self.aggregation].n
                 how = f"{split} split" if split else self.aggregation
                 lines.append(f"{label:<8} {metrics[label]:>9.2f}  {n:>6}  {how}")

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from sentcl.embedder import Embedder
+from sentcl.evaluation.local import PairFileEvaluator, RetrievalFolderEvaluator, is_pair_file, is_retrieval
 from sentcl.evaluation.retrieval import RetrievalEvaluator
 from sentcl.evaluation.sts import STSEvaluator, TaskSpecError
 from sentcl.evaluation.sts_data import DISPLAY_NAMES, STS_TASKS
@@ -55,6 +56,8 @@ class Family:
     build: Callable[[Path, list[str], Options], Evaluator]
     #: how its names read in help texts
     summary: str = ""
+    #: a family of the user's own files: which paths are its tasks (``--tasks path``)
+    accepts: Callable[[Path], bool] | None = None
 
 
 @dataclass
@@ -98,12 +101,36 @@ def parse(spec: str | Sequence[str]) -> list[tuple[str, list[str]]]:
         raise TaskSpecError("no evaluation task given")
     grouped: dict[str, list[str]] = {}
     for item in items:
-        if item.lower() not in TASKS.names:
-            raise TaskSpecError(f"unknown evaluation task {item!r}; known: {known_tasks()}")
-        family, members = TASKS.names[item.lower()]
+        if item.lower() in TASKS.names:
+            family, members = TASKS.names[item.lower()]
+        else:
+            family, members = local_family(item), (item,)
         grouped.setdefault(family, [])
         grouped[family] += [m for m in members if m not in grouped[family]]
     return list(grouped.items())
+
+
+def local_family(item: str) -> str:
+    """The family of the user's own file or folder ``item``; a TaskSpecError when it is neither a known name
+    nor such a path."""
+    path = Path(item).expanduser()
+    for family in TASKS.families.values():
+        if family.accepts is not None and path.exists() and family.accepts(path):
+            return family.name
+    if path.exists():
+        raise TaskSpecError(
+            f"{item}: neither a pair file (.csv, .tsv, .jsonl) nor a retrieval folder (corpus.jsonl, "
+            f"queries.jsonl, qrels/)"
+        )
+    raise TaskSpecError(
+        f"unknown evaluation task {item!r}; known: {known_tasks()}; or the path of a pair file or a "
+        f"retrieval folder (no such file or folder here)"
+    )
+
+
+def needs_data_dir(spec: str | Sequence[str]) -> bool:
+    """Whether a request names any task of the shared data (not only the user's own files)."""
+    return any(TASKS.families[family].accepts is None for family, _ in parse(spec))
 
 
 def build_evaluators(data_dir: str | Path, spec: str | Sequence[str], options: Options = Options()) -> list:
@@ -130,6 +157,11 @@ register_family(
 )
 
 register_family(Family("retrieval", lambda root, names, o: RetrievalEvaluator(root), "STS-B as retrieval"))
+# the user's own files, named by path (evaluation/local.py)
+register_family(Family("pairs", lambda root, paths, o: PairFileEvaluator(paths), "pair files", is_pair_file))
+register_family(
+    Family("beir", lambda root, paths, o: RetrievalFolderEvaluator(paths), "retrieval folders", is_retrieval)
+)
 
 register("sts", "sts", STS_TASKS)  # SimCSE's 7-task table
 for split in ("dev", "train", "test"):

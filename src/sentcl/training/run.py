@@ -31,7 +31,7 @@ from sentcl import finite_json
 from sentcl.atomic_write import atomic_file, recover_folder, stale_temporaries
 from sentcl.config import ConfigError, expand_path
 from sentcl.evaluation import TaskSpecError, resolve_data_dir
-from sentcl.evaluation.tasks import Evaluator, build_evaluator
+from sentcl.evaluation.tasks import Evaluator, build_evaluator, needs_data_dir
 from sentcl.training import distributed
 from sentcl.training.distributed import DistributedContext
 from sentcl.training.trackers import check_trackers
@@ -56,7 +56,12 @@ class RunStart:
 #: the lock a run holds on its output folder, so that two runs never write into one
 LOCK = ".sentcl-run.lock"
 #: what a resumed run may change in its recipe: where and how it runs, not what it trains
-RESUME_MAY_CHANGE = {"output_dir", "resume", "overwrite_output_dir", "report_to", "eval_data_dir", "device"}
+#: a resumed run may run elsewhere, report elsewhere, and run longer (max_steps / epochs: the learning-rate
+#: schedule then follows the new horizon from the resumed step); anything else changes what it trains
+RESUME_MAY_CHANGE = {
+    "output_dir", "resume", "overwrite_output_dir", "report_to", "eval_data_dir", "device",
+    "max_steps", "epochs",
+}  # fmt: skip
 
 
 def begin(loop, torchrun: bool = True) -> RunStart:
@@ -197,10 +202,15 @@ def task_evaluator(loop) -> tuple[Evaluator, Path]:
     """``training.eval_task`` — any task of the registry (evaluation/tasks.py) whose primary metric then
     chooses the kept model — on ``training.eval_data_dir`` (or $SENTCL_DATA, or the download cache),
     refused before training when its files are missing."""
-    data_dir = resolve_data_dir(
-        loop.eval_data_dir and expand_path(loop.eval_data_dir, "training.eval_data_dir")
-    )
     try:
+        own_files = not needs_data_dir(loop.eval_task)  # the user's pair file or retrieval folder
+        data_dir = (
+            Path()
+            if own_files
+            else resolve_data_dir(
+                loop.eval_data_dir and expand_path(loop.eval_data_dir, "training.eval_data_dir")
+            )
+        )
         evaluator = build_evaluator(data_dir, loop.eval_task)
     except TaskSpecError as exc:
         raise ConfigError(f"training.eval_task: {exc}") from None

@@ -53,3 +53,69 @@ class CachedEmbedder:
         return (
             np.stack([self.cache[s] for s in sentences]) if len(sentences) else np.zeros((0, 0), np.float32)
         )
+
+
+# ------------------------------------------------------------------------------------------------ prompts
+#: the prompt names retrieval looks for (sentence-transformers' encode_query / encode_document)
+QUERY, DOCUMENT = "query", "document"
+
+
+class PromptError(ValueError):
+    """A prompt name the model does not have, or prompts that are not name → text."""
+
+
+def check_prompts(value, where: str) -> dict[str, str]:
+    """``value`` as a prompt table (name → the text put before every sentence), or one PromptError."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise PromptError(f"{where}: prompts are a mapping of name → text, not {type(value).__name__}")
+    for name, text in value.items():
+        if not isinstance(name, str) or not name or not isinstance(text, str):
+            raise PromptError(
+                f"{where}: prompt {name!r}: a non-empty name and a text are needed, got {text!r}"
+            )
+    return dict(value)
+
+
+def prompt_text(prompts: dict[str, str], name: str | None, prompt: str | None, where: str) -> str:
+    """The text before every sentence: ``prompt`` as given, or the model's prompt called ``name``."""
+    if name is not None and prompt is not None:
+        raise PromptError(f"{where}: give a prompt name or a prompt text, not both")
+    if name is None:
+        return prompt or ""
+    if name not in prompts:
+        known = ", ".join(sorted(prompts)) or "none"
+        raise PromptError(f"{where}: the model has no prompt {name!r} (its prompts: {known})")
+    return prompts[name]
+
+
+class Prompted:
+    """An Embedder whose every text gets ``prompt`` in front; what else the embedder has passes through."""
+
+    def __init__(self, embedder, prompt: str):
+        self.embedder, self.prompt = embedder, prompt
+
+    def encode(self, sentences: Sequence[str], *args, **kwargs) -> np.ndarray:
+        return self.embedder.encode([self.prompt + s for s in sentences], *args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.embedder, name)
+
+
+def for_role(embedder, role: str):
+    """``embedder`` with its own prompt for ``role`` (``QUERY`` / ``DOCUMENT``) where its ``prompts`` has
+    one; as it is otherwise (a model without prompts, or any plain Embedder)."""
+    prompts = getattr(embedder, "prompts", None) or {}
+    return Prompted(embedder, prompts[role]) if role in prompts else embedder
+
+
+class PromptRoles:
+    """``encode_query`` / ``encode_document`` for an encoder with ``prompts`` and ``encode``, as
+    sentence-transformers names them: ``encode`` with the model's prompt for that role, where it has one."""
+
+    def encode_query(self, sentences: Sequence[str], **kwargs) -> np.ndarray:
+        return for_role(self, QUERY).encode(sentences, **kwargs)
+
+    def encode_document(self, sentences: Sequence[str], **kwargs) -> np.ndarray:
+        return for_role(self, DOCUMENT).encode(sentences, **kwargs)

@@ -304,3 +304,35 @@ def test_a_bug_still_shows_its_traceback(tmp_path, tiny_model_dir, monkeypatch):
     monkeypatch.setattr(cli.np, "save", lambda handle, array: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         main(["encode", str(tiny_model_dir), str(corpus), "--out", str(tmp_path / "e.npy")])
+
+
+def test_a_recipes_prompts_are_saved_and_encode_applies_them(tiny_model_dir, tmp_path, capsys):
+    import numpy as np
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(SENTENCES) + "\n")
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(
+        f"model: {{name_or_path: {tiny_model_dir}, pooler: avg,\n"
+        "        prompts: {query: 'q: ', document: 'd: '}}\n"
+        f"data: {{train_file: {corpus}, max_length: 16}}\n"
+        "training: {batch_size: 4, max_steps: 1, eval_steps: 0}\n"
+    )
+    assert main(["train", str(recipe), "--output", str(tmp_path / "run")]) == 0
+    model = str(tmp_path / "run" / "model")
+    named, given = tmp_path / "named.npy", tmp_path / "given.npy"
+    assert (
+        main(["encode", model, str(corpus), "--out", str(named), "--prompt-name", "query", "--dtype", "fp32"])
+        == 0
+    )
+    assert (
+        main(["encode", model, str(corpus), "--out", str(given), "--prompt", "q: ", "--dtype", "fp32"]) == 0
+    )
+    np.testing.assert_array_equal(np.load(named), np.load(given))
+    capsys.readouterr()
+    assert (
+        main(["encode", model, str(corpus), "--out", str(tmp_path / "x.npy"), "--prompt-name", "passage"])
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert "no prompt 'passage' (its prompts: document, query)" in err and not (tmp_path / "x.npy").exists()

@@ -4,6 +4,7 @@ shared data, and checkpoint selection on a pair file."""
 
 import json
 import math
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -319,3 +320,21 @@ def test_training_selects_checkpoints_on_a_pair_file(tmp_path, tiny_model_dir, m
     }))  # fmt: skip
     assert result.primary_metric == "own_spearman"
     assert set(result.best_metrics) >= {"own_spearman", "own_pearson"}
+
+
+def test_retrieval_encodes_queries_and_documents_with_the_models_prompts(tmp_path):
+    folder = write_beir(tmp_path / "p", n_docs=20, n_queries=5)
+
+    class WithPrompts(Hashed):
+        prompts: ClassVar = {"query": "query: ", "document": "passage: "}
+
+        def encode(self, sentences):
+            self.seen = [*getattr(self, "seen", []), *sentences]
+            return super().encode(sentences)
+
+    embedder = WithPrompts()
+    evaluator = build_evaluator(tmp_path, str(folder))
+    evaluator(embedder)
+    documents, queries = embedder.seen[:20], embedder.seen[20:]
+    assert all(d.startswith("passage: ") for d in documents) and all(q.startswith("query: ") for q in queries)
+    assert len(queries) == len(evaluator.sets[0].queries)

@@ -1,6 +1,7 @@
 """stsb-retrieval: nDCG@10, MRR@10 and Recall@1/10 against loops written from their definitions."""
 
 import math
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -110,3 +111,20 @@ def test_training_keeps_the_model_with_the_best_retrieval(tmp_path, tiny_model_d
     }))  # fmt: skip
     assert result.primary_metric == "stsb_retrieval_ndcg@10"
     assert set(result.best_metrics) >= {"stsb_retrieval_ndcg@10", "stsb_retrieval_mrr@10"}
+
+
+def test_a_models_prompts_encode_the_queries_apart(data):
+    evaluator = RetrievalEvaluator(data)
+
+    class WithPrompts(Random):
+        prompts: ClassVar = {"query": "query: "}
+
+        def encode(self, sentences):
+            self.seen = [*getattr(self, "seen", []), *sentences]
+            return super().encode(sentences)
+
+    embedder = WithPrompts(0)
+    evaluator(embedder)
+    asked = [s for s in embedder.seen if s.startswith("query: ")]
+    assert sorted(asked) == sorted("query: " + q for q in evaluator.relevant)
+    assert len(embedder.seen) == len(evaluator.corpus) + len(asked)  # documents as they are, no prompt

@@ -19,7 +19,7 @@ from sentcl.analysis.report import analyse, markdown_table, read_trajectory, wri
 from sentcl.atomic_write import atomic_file, atomic_folder, check_file_target, check_replaceable
 from sentcl.config import ConfigError
 from sentcl.data import DataError, read_sentences
-from sentcl.embedder import CachedEmbedder, EmbeddingError, unit_rows
+from sentcl.embedder import CachedEmbedder, EmbeddingError, PromptError, unit_rows
 from sentcl.evaluation import DataDirError, LocalTaskError, STSDataError, TaskSpecError, resolve_data_dir
 from sentcl.evaluation.senteval_protocols import PROTOCOLS
 from sentcl.evaluation.suite import EvaluationSuite
@@ -47,6 +47,7 @@ USER_ERRORS = (
     TransferDataError,
     TaskSpecError,
     LocalTaskError,
+    PromptError,
     ModelLoadError,
     DataDirError,
     TrainingError,
@@ -159,6 +160,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--normalize", action="store_true", help="L2-normalise the rows")
     p.add_argument("--batch-size", type=positive_int, default=128)
     p.add_argument("--overwrite", action="store_true", help="replace a file already at --out")
+    prompt = p.add_mutually_exclusive_group()
+    prompt.add_argument("--prompt-name", help="one of the model's saved prompts (e.g. query, document)")
+    prompt.add_argument("--prompt", help="a text put before every sentence")
     _add_dtype_arguments(p, default="auto")
 
     p = commands.add_parser(
@@ -313,8 +317,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
     suite = EvaluationSuite(data_dir, args.tasks, args.aggregation, args.transfer_protocol)
     dtype = args.dtype
     encoder = _inference_encoder(args)
-    embedder = SimpleNamespace(
-        encode=_truncated(partial(encoder.encode, batch_size=args.batch_size), args.dim, encoder)
+    embedder = SimpleNamespace(  # prompts: retrieval tasks encode queries and documents with them
+        encode=_truncated(partial(encoder.encode, batch_size=args.batch_size), args.dim, encoder),
+        prompts=encoder.prompts,
     )
     label = f"{args.model} (pooler {encoder.pooler}{'' if dtype == 'fp32' else ', ' + dtype})"
     if args.postprocess:
@@ -353,8 +358,9 @@ def run_encode(args: argparse.Namespace) -> int:
     sentences = [row[0] for row in read_sentences(args.input).rows]
     encoder = _inference_encoder(args)
     vectors = _truncated(encoder.encode, args.dim, encoder)(
-        sentences, batch_size=args.batch_size, show_progress=True
-    )
+        sentences, batch_size=args.batch_size, show_progress=True, prompt_name=args.prompt_name,
+        prompt=args.prompt,
+    )  # fmt: skip
     if args.normalize:  # after truncation: a prefix of a unit vector is not one
         vectors = unit_rows(vectors)
     with atomic_file(Path(args.out), mode="wb") as handle:
@@ -493,6 +499,7 @@ def run_serve(args: argparse.Namespace) -> int:
 class _BatchedEncoder:
     def __init__(self, encoder, batch_size: int, show_progress: bool = False):
         self.encoder, self.batch_size, self.show_progress = encoder, batch_size, show_progress
+        self.prompts = getattr(encoder, "prompts", {})  # index applies the document prompt
 
     def encode(self, sentences):
         return self.encoder.encode(sentences, batch_size=self.batch_size, show_progress=self.show_progress)

@@ -14,8 +14,9 @@ text2``) and one of
 (``{"_id", "text"}``) and ``qrels/<split>.tsv`` (``query-id, corpus-id, score``, a header row; test, else the
 only split; name ``FOLDER/qrels/dev.tsv`` for another). A document is its title and text joined by a space, as
 BEIR encodes it; every query with at least one relevant document (score > 0) is ranked by cosine against the
-whole corpus, except a document with the query's own id (BEIR's ``ignore_identical_ids``). Per query, with
-``g`` the graded relevance (trec_eval's linear gain):
+whole corpus, except a document with the query's own id (BEIR's ``ignore_identical_ids``); queries and
+documents get the model's ``query`` / ``document`` prompt where it has one (``embedder.prompts``). Per
+query, with ``g`` the graded relevance (trec_eval's linear gain):
 
     nDCG@10   = Σ_{r≤10} g(d_r) / log2(r + 1)  /  the same sum over the ideal order
     MRR@10    = 1 / rank of the first relevant document in the top 10 (0 when none is)
@@ -43,7 +44,7 @@ import numpy as np
 from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import average_precision_score
 
-from sentcl.embedder import Embedder, unit_rows
+from sentcl.embedder import DOCUMENT, QUERY, Embedder, for_role, unit_rows
 
 logger = logging.getLogger(__name__)
 
@@ -484,8 +485,11 @@ class RetrievalFolderEvaluator:
     def __call__(self, embedder: Embedder) -> dict[str, float]:
         metrics: dict[str, float] = {}
         for name, task in zip(self.names, self.sets, strict=True):
-            documents = unit_rows(np.asarray(embedder.encode(task.corpus), dtype=np.float32))
-            queries = unit_rows(np.asarray(embedder.encode(task.queries), dtype=np.float32))
+            # each side with the model's own prompt where it has one (encode_document / encode_query)
+            documents = unit_rows(
+                np.asarray(for_role(embedder, DOCUMENT).encode(task.corpus), dtype=np.float32)
+            )
+            queries = unit_rows(np.asarray(for_role(embedder, QUERY).encode(task.queries), dtype=np.float32))
             row = {doc: i for i, doc in enumerate(task.corpus_ids)}
             ranked = rank(queries, documents, DEPTH, [row.get(q) for q in task.query_ids])
             metrics |= {

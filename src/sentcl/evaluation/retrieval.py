@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sentcl.embedder import Embedder, unit_rows
+from sentcl.embedder import DOCUMENT, QUERY, Embedder, for_role, unit_rows
 from sentcl.evaluation.sts_data import load_task
 
 #: the cut-offs reported
@@ -46,10 +46,16 @@ class RetrievalEvaluator:
         if self.missing or not self.relevant:
             self.last = {}
             return {}
-        vectors = unit_rows(np.asarray(embedder.encode(self.corpus), dtype=np.float64))
+        documents = for_role(embedder, DOCUMENT)
+        vectors = unit_rows(np.asarray(documents.encode(self.corpus), dtype=np.float64))
         row = {text: i for i, text in enumerate(self.corpus)}
         queries = sorted(self.relevant)
-        scores = vectors[[row[q] for q in queries]] @ vectors.T  # [Q, C]
+        asking = for_role(embedder, QUERY)
+        if asking is documents:  # no prompts: the queries' vectors are the corpus's
+            query_vectors = vectors[[row[q] for q in queries]]
+        else:  # the model's query prompt (sentence-transformers' encode_query)
+            query_vectors = unit_rows(np.asarray(asking.encode(queries), dtype=np.float64))
+        scores = query_vectors @ vectors.T  # [Q, C]
         scores[np.arange(len(queries)), [row[q] for q in queries]] = -np.inf  # a query does not find itself
         top = np.argsort(-scores, axis=1, kind="stable")[:, : max(10, *CUTOFFS)]
         ndcg, mrr, recall = [], [], {k: [] for k in CUTOFFS}

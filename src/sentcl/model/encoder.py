@@ -21,7 +21,7 @@ import copy
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +34,7 @@ from sentcl import precision
 from sentcl.atomic_write import atomic_folder
 from sentcl.config import ConfigError
 from sentcl.data.collate import sorted_batches
-from sentcl.embedder import require_finite
+from sentcl.embedder import PromptError, PromptRoles, check_prompts, prompt_text, require_finite
 from sentcl.model.backbone import ModelLoadError, load_backbone, position_limit, resolve_model_path
 from sentcl.model.dropout import use_fast_dropout
 from sentcl.model.heads import MLPHead, build_mlm_head
@@ -77,14 +77,21 @@ class ModelConfig:
     fast_dropout: bool = True
     #: load a model whose weights are only a pickle (pytorch_model.bin; reading one can run code)
     allow_pickle: bool = False
+    #: texts put before sentences by role, saved with the model (e.g. {query: "query: ", document:
+    #: "passage: "}); retrieval encodes queries and documents with them. Empty: the started model's own.
+    prompts: dict[str, str] = field(default_factory=dict)
 
     def validate(self) -> None:
         if not self.name_or_path:
             raise ConfigError("name_or_path: a model (hub id or folder) is required")
         check_pooler(self.pooler)
+        try:
+            check_prompts(self.prompts, "prompts")
+        except PromptError as exc:
+            raise ConfigError(str(exc)) from None
 
 
-class SentenceEncoder(nn.Module):
+class SentenceEncoder(nn.Module, PromptRoles):
     def __init__(
         self,
         backbone: nn.Module,
@@ -109,6 +116,8 @@ class SentenceEncoder(nn.Module):
         self.source: str | None = None  # where the model was loaded from (recorded by indexes built on it)
         self.inference_autocast: torch.dtype | None = None  # with_dtype("bf16"): bf16 autocast in encode
         self.frozen = False  # frozen_copy(): eval mode whatever train() asks
+        #: name → the text put before each sentence (sentence-transformers' ``prompts``), saved with the model
+        self.prompts: dict[str, str] = {}
 
     # ----------------------------------------------------------------------------------- building
     @classmethod
@@ -134,6 +143,7 @@ class SentenceEncoder(nn.Module):
             unpad=config.unpad,
         )
         encoder.source = config.name_or_path
+        encoder.prompts = check_prompts(config.prompts, "model.prompts") or saved_prompts(Path(resolved))
         return encoder
 
     @classmethod
@@ -183,6 +193,7 @@ class SentenceEncoder(nn.Module):
             )
         encoder = cls(backbone, tokenizer, chosen, head, max_length=max_length)
         encoder.source = str(Path(name_or_path).resolve()) if Path(name_or_path).exists() else name_or_path
+        encoder.prompts = saved_prompts(folder, meta)
         return encoder.eval()
 
     # ----------------------------------------------------------------------------------- forward
@@ -312,9 +323,13 @@ class SentenceEncoder(nn.Module):
         batch_size: int = 128,
         normalize: bool = False,
         show_progress: bool | None = None,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
     ) -> np.ndarray:
-        """Texts → float32 [N, D]. Batches are formed by token length to avoid padding."""
-        sentences = list(sentences)
+        """Texts → float32 [N, D]. Batches are formed by token length to avoid padding. ``prompt_name``
+        (one of ``self.prompts``) or ``prompt`` (a text) goes before every sentence."""
+        before = prompt_text(self.prompts, prompt_name, prompt, self.source or "encode")
+        sentences = [before + s for s in sentences]
         if not sentences:
             return np.zeros((0, self.dimension), dtype=np.float32)
         out = np.empty((len(sentences), self.dimension), dtype=np.float32)
@@ -357,7 +372,7 @@ class SentenceEncoder(nn.Module):
                 save_file(state, str(tmp / HEAD_WEIGHTS))
             if reason is None:
                 write_sentence_transformers_files(
-                    tmp, self.pooler, self.dimension, self.max_length, self.head
+                    tmp, self.pooler, self.dimension, self.max_length, self.head, self.prompts
                 )
             else:
                 logger.warning("%s: not loadable by sentence-transformers: %s", path, reason)
@@ -366,6 +381,7 @@ class SentenceEncoder(nn.Module):
                 "pooler": self.pooler,
                 "mlp_only_train": bool(self.head is not None and self.head.train_only),
                 "max_seq_length": self.max_length,
+                "prompts": self.prompts,
                 "sentence_transformers": {"exported": reason is None, "reason": reason},
             }
             (tmp / SENTCL_META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
@@ -397,6 +413,28 @@ def _sentence_transformers_pooler(folder: Path) -> str | None:
     """The sentcl pooler equal to a sentence-transformers folder's Pooling module, if any."""
     config = _read_json(folder / "1_Pooling" / "config.json") if folder.is_dir() else None
     return from_sentence_transformers(config) if config else None
+
+
+def saved_prompts(folder: Path, meta: dict | None = None) -> dict[str, str]:
+    """The prompts saved with a model: sentcl.json's, else a sentence-transformers folder's
+    (config_sentence_transformers.json); malformed ones are a ModelLoadError naming the file."""
+    if meta is None and folder.is_dir():
+        try:
+            meta = _read_json(folder / SENTCL_META)
+        except ValueError as exc:
+            raise ModelLoadError(_one_line(exc)) from None
+    if meta is not None and "prompts" in meta:
+        source, value = folder / SENTCL_META, meta["prompts"]
+    else:
+        source = folder / "config_sentence_transformers.json"
+        try:
+            value = (_read_json(source) or {}).get("prompts") if folder.is_dir() else None
+        except ValueError as exc:
+            raise ModelLoadError(_one_line(exc)) from None
+    try:
+        return check_prompts(value, str(source))
+    except PromptError as exc:
+        raise ModelLoadError(str(exc)) from None
 
 
 def _saved_max_length(name_or_path: str) -> int | None:

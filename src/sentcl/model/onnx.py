@@ -28,7 +28,7 @@ from transformers import AutoTokenizer
 
 from sentcl.atomic_write import atomic_folder
 from sentcl.data.collate import sorted_batches
-from sentcl.embedder import require_finite, unit_rows
+from sentcl.embedder import PromptError, PromptRoles, check_prompts, prompt_text, require_finite, unit_rows
 from sentcl.extras import require
 from sentcl.model.backbone import TOKENIZER_FILES, ModelLoadError
 
@@ -88,6 +88,7 @@ def export_onnx(encoder, folder: str | Path, int8: bool = False, overwrite: bool
                 "precision": "int8" if int8 else "fp32",
                 "source": encoder.source,
                 "opset": OPSET,
+                "prompts": encoder.prompts,
             }
             (tmp / ONNX_META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     finally:
@@ -95,7 +96,7 @@ def export_onnx(encoder, folder: str | Path, int8: bool = False, overwrite: bool
     return folder
 
 
-class OnnxEncoder:
+class OnnxEncoder(PromptRoles):
     """An exported encoder in ONNX Runtime: ``encode(texts) → float32 [N, D]`` like ``SentenceEncoder``."""
 
     def __init__(self, session, tokenizer, meta: dict, source: str):
@@ -105,6 +106,7 @@ class OnnxEncoder:
         self.max_length = int(meta["max_seq_length"])
         self.precision = meta["precision"]
         self.source = source
+        self.prompts: dict[str, str] = dict(meta.get("prompts") or {})  # checked by _check_meta
 
     @classmethod
     def load(cls, folder: str | Path, threads: int | None = None) -> OnnxEncoder:
@@ -184,9 +186,13 @@ class OnnxEncoder:
         batch_size: int = 128,
         normalize: bool = False,
         show_progress: bool | None = None,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
     ) -> np.ndarray:
-        """Texts → float32 [N, D], batched by token length as ``SentenceEncoder.encode`` batches them."""
-        sentences = list(sentences)
+        """Texts → float32 [N, D], batched by token length as ``SentenceEncoder.encode`` batches them, with
+        ``prompt_name`` / ``prompt`` as there."""
+        before = prompt_text(self.prompts, prompt_name, prompt, self.source)
+        sentences = [before + s for s in sentences]
         if not sentences:
             return np.zeros((0, self.dimension), dtype=np.float32)
         out = np.empty((len(sentences), self.dimension), dtype=np.float32)
@@ -216,3 +222,7 @@ def _check_meta(meta, path: Path) -> None:
         value = meta.get(key)
         if not isinstance(value, kind) or isinstance(value, bool) or (kind is int and value < 1):
             raise ModelLoadError(f"{path}: {key} is {value!r}, not a valid {kind.__name__}")
+    try:
+        check_prompts(meta.get("prompts"), str(path))
+    except PromptError as exc:
+        raise ModelLoadError(str(exc)) from None

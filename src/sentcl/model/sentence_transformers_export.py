@@ -27,7 +27,12 @@ def unsupported_reason(pooler: str) -> str | None:
 
 
 def write_sentence_transformers_files(
-    folder: Path, pooler: str, hidden_size: int, max_seq_length: int, head: MLPHead | None
+    folder: Path,
+    pooler: str,
+    hidden_size: int,
+    max_seq_length: int,
+    head: MLPHead | None,
+    prompts: dict[str, str] | None = None,
 ) -> None:
     mode = sentence_transformers_mode(pooler)
     modules = [
@@ -67,7 +72,9 @@ def write_sentence_transformers_files(
     _write_json(
         folder / "sentence_bert_config.json", {"max_seq_length": max_seq_length, "do_lower_case": False}
     )
-    _write_json(folder / "config_sentence_transformers.json", {"similarity_fn_name": "cosine"})
+    # the prompts load there too: SentenceTransformer(path).encode_query / encode(prompt_name=...)
+    settings = {"prompts": dict(prompts or {}), "default_prompt_name": None, "similarity_fn_name": "cosine"}
+    _write_json(folder / "config_sentence_transformers.json", settings)
 
 
 def _write_json(path: Path, obj) -> None:

@@ -59,6 +59,7 @@ class PostProcessedEmbedder:
     def __init__(self, embedder: Embedder, processor: PostProcessor):
         self.embedder = embedder
         self.processor = processor
+        self.prompts = getattr(embedder, "prompts", None) or {}  # retrieval applies them before encode
 
     def encode(self, sentences: Sequence[str]) -> np.ndarray:
         return self.processor.transform(self.embedder.encode(sentences)).astype(np.float32)

@@ -15,6 +15,7 @@ and ``max_inputs × max_length`` within the token budget accepts every request i
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -103,9 +104,11 @@ class Strict(BaseModel):
 
 
 def request_models(
-    max_inputs: int, max_chars: int, max_top_k: int, dimension: int
+    max_inputs: int, max_chars: int, max_top_k: int, dimension: int, prompt_names: Sequence[str] = ()
 ) -> dict[str, type[BaseModel]]:
-    """The three request bodies, with this server's limits in their schema."""
+    """The three request bodies, with this server's limits in their schema; ``prompt_names``: the model's
+    prompts, which an embeddings request may name (sentence-transformers' ``prompt_name``)."""
+    prompted = {"prompt_name": (Literal[tuple(prompt_names)] | None, None)} if prompt_names else {}
 
     def texts(param: str):
         return texts_type(param, max_inputs, max_chars)
@@ -120,6 +123,7 @@ def request_models(
         encoding_format=(Literal["float", "base64"], "float"),
         dimensions=(json_int(1, dimension) | None, None),
         user=(str | None, None),
+        **prompted,
     )
     similarity = create_model("SimilarityRequest", __base__=Strict, a=(texts("a"), ...), b=(texts("b"), ...))
     search = create_model(

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sentcl.atomic_write import atomic_folder
-from sentcl.embedder import Embedder, require_finite
+from sentcl.embedder import DOCUMENT, QUERY, Embedder, for_role, require_finite
 from sentcl.extras import require
 
 if TYPE_CHECKING:
@@ -100,7 +100,8 @@ class SentenceIndex:
         """Embed ``corpus`` with any :class:`Embedder` and index it; ``model`` is recorded with the index
         (what ``sentcl search`` reloads)."""
         corpus = list(corpus)
-        vectors = require_finite(np.asarray(embedder.encode(corpus), dtype=np.float32), corpus, model)
+        vectors = np.asarray(for_role(embedder, DOCUMENT).encode(corpus), dtype=np.float32)  # its prompt
+        vectors = require_finite(vectors, corpus, model)
         return cls.build(vectors, corpus, kind, model=model)
 
     def query(
@@ -108,7 +109,8 @@ class SentenceIndex:
     ) -> list[list[Hit]]:
         """:meth:`search` with queries as text, embedded by ``embedder`` (the one that built the index)."""
         queries = [queries] if isinstance(queries, str) else list(queries)
-        return self.search(np.asarray(embedder.encode(queries)), top_k=top_k, threshold=threshold)
+        vectors = np.asarray(for_role(embedder, QUERY).encode(queries))  # the model's query prompt
+        return self.search(vectors, top_k=top_k, threshold=threshold)
 
     def __len__(self) -> int:
         return len(self.texts)

@@ -36,7 +36,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from sentcl.embedder import Embedder, EmbeddingError, require_finite, unit_rows
+from sentcl.embedder import QUERY, Embedder, EmbeddingError, require_finite, unit_rows
 from sentcl.serving.admission import Admission, BusyError
 from sentcl.serving.api import (
     MODEL_RESPONSES,
@@ -151,7 +151,10 @@ def create_app(
     count_tokens: Callable[[list[str], int], int] | None = None,
     allowed_hosts: Sequence[str] = LOOPBACK_NAMES,
 ) -> FastAPI:
-    """The ASGI app; ``embedder.encode(texts)`` gives the raw vectors (normalised here)."""
+    """The ASGI app; ``embedder.encode(texts)`` gives the raw vectors (normalised here). The embedder's
+    ``prompts`` (if any) are applied as sentence-transformers applies them: a search's queries get the
+    ``query`` prompt, an embeddings request the prompt it names."""
+    prompts = dict(getattr(embedder, "prompts", None) or {})
     # no /docs or /redoc: their pages load scripts from a CDN (the API's description is /openapi.json)
     app = FastAPI(
         title="sentcl", summary=f"sentence embeddings from {model_name}", version="1", docs_url=None,
@@ -160,14 +163,15 @@ def create_app(
     admission = Admission(limits.max_waiting, limits.max_wait_s)
     request_chars = limits.max_request_chars or 16 * limits.max_tokens
     app.state.admission = admission
-    models = request_models(limits.max_inputs, limits.max_chars, limits.max_top_k, dimension)
+    models = request_models(limits.max_inputs, limits.max_chars, limits.max_top_k, dimension, sorted(prompts))
     budgets = {"max_request_chars": request_chars, "max_tokens": limits.max_tokens}
     _document_budgets(app, budgets)
 
-    def embed(texts: list[str], dimensions: int | None = None) -> np.ndarray:
-        """Unit vectors of ``texts``; with ``dimensions``, of their first ``dimensions`` coordinates."""
+    def embed(texts: list[str], dimensions: int | None = None, prompt: str = "") -> np.ndarray:
+        """Unit vectors of ``texts`` (each after ``prompt``); with ``dimensions``, of their first
+        ``dimensions`` coordinates."""
         try:  # a vector of NaN is never served as [null, ...]
-            vectors = np.asarray(embedder.encode(texts), dtype=np.float32)
+            vectors = np.asarray(embedder.encode([prompt + t for t in texts]), dtype=np.float32)
             require_finite(vectors, texts, model_name)
         except EmbeddingError as exc:
             logger.error("%s", exc)
@@ -258,7 +262,8 @@ def create_app(
 
         def work() -> bytes:
             tokens = check_tokens(texts, "input")
-            vectors = embed(texts, body.dimensions)  # a prefix (Matryoshka), made unit length again
+            prompt = prompts[body.prompt_name] if getattr(body, "prompt_name", None) else ""
+            vectors = embed(texts, body.dimensions, prompt)  # a prefix (Matryoshka), made unit length again
             data = [
                 {"object": "embedding", "index": i, "embedding": _format(v, body.encoding_format)}
                 for i, v in enumerate(vectors)
@@ -289,7 +294,8 @@ def create_app(
 
         def work() -> bytes:
             check_tokens(queries, "query")
-            hits = index.search(embed(queries), top_k=body.top_k, threshold=body.threshold)
+            query_vectors = embed(queries, prompt=prompts.get(QUERY, ""))
+            hits = index.search(query_vectors, top_k=body.top_k, threshold=body.threshold)
             rows = [[{"text": h.text, "score": h.score, "id": h.id} for h in row] for row in hits]
             return _json({"results": rows})
 

@@ -34,6 +34,7 @@ from sentcl.postprocess import POSTPROCESSORS, PostProcessedEmbedder, fit_postpr
 from sentcl.postprocess.corpus import fit_corpus
 from sentcl.precision import PRECISIONS
 from sentcl.serving import IndexFolderError, SentenceIndex
+from sentcl.serving.quantize import EMBEDDING_PRECISIONS, QuantizationError, int8_ranges, quantize
 from sentcl.training import CheckpointError, TrainingError
 from sentcl.training.kinds import load_run_recipe, replace_training, run, summary
 from sentcl.training.model_card import add_evaluation
@@ -48,6 +49,7 @@ USER_ERRORS = (
     TaskSpecError,
     LocalTaskError,
     PromptError,
+    QuantizationError,
     ModelLoadError,
     DataDirError,
     TrainingError,
@@ -163,6 +165,17 @@ def build_parser() -> argparse.ArgumentParser:
     prompt = p.add_mutually_exclusive_group()
     prompt.add_argument("--prompt-name", help="one of the model's saved prompts (e.g. query, document)")
     prompt.add_argument("--prompt", help="a text put before every sentence")
+    p.add_argument(
+        "--precision", default="float32", choices=list(EMBEDDING_PRECISIONS),
+        help="int8/uint8: 256 buckets per dimension over calibrated ranges; binary/ubinary: 1 bit per "
+        "dimension, packed (sentence-transformers' quantize_embeddings codes)",
+    )  # fmt: skip
+    ranges = p.add_mutually_exclusive_group()
+    ranges.add_argument(
+        "--calibration", help="int8/uint8: a text file whose sentences' vectors give the ranges"
+    )
+    ranges.add_argument("--ranges", help="int8/uint8: a .npy [2, D] of ranges (--save-ranges of another run)")
+    p.add_argument("--save-ranges", metavar="FILE", help="int8/uint8: write the ranges used to this .npy")
     _add_dtype_arguments(p, default="auto")
 
     p = commands.add_parser(
@@ -186,7 +199,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model")
     p.add_argument("corpus")
     p.add_argument("--out", required=True, help="index folder")
-    p.add_argument("--kind", default="auto", choices=["auto", "flat", "ivf"])
+    p.add_argument(
+        "--kind", default="auto", choices=["auto", "flat", "ivf", "binary"],
+        help="flat: exact; ivf: approximate (auto from 100k sentences); binary: 1 bit per dimension in "
+        "memory, rescored with int8 codes (docs/serving.md)",
+    )  # fmt: skip
+    p.add_argument(
+        "--rescore", type=positive_int, default=4, metavar="M",
+        help="binary: rescore the M × top-k nearest by Hamming distance (default 4)",
+    )  # fmt: skip
     _add_overwrite_argument(p, "--out")
     p.add_argument("--pooler", choices=list(POOLERS))
     p.add_argument("--batch-size", type=positive_int, default=128)
@@ -355,18 +376,61 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 def run_encode(args: argparse.Namespace) -> int:
     check_file_target(args.out, "--out", args.overwrite)
+    scaled = args.precision.endswith("int8")
+    if (args.calibration or args.ranges or args.save_ranges) and not scaled:
+        raise ConfigError(
+            f"--calibration, --ranges and --save-ranges are for --precision int8/uint8, not {args.precision}"
+        )
+    if args.save_ranges:
+        check_file_target(args.save_ranges, "--save-ranges", args.overwrite)
     sentences = [row[0] for row in read_sentences(args.input).rows]
+    given = _read_ranges(args.ranges) if args.ranges else None
+    calibration = [row[0] for row in read_sentences(args.calibration).rows] if args.calibration else None
     encoder = _inference_encoder(args)
-    vectors = _truncated(encoder.encode, args.dim, encoder)(
-        sentences, batch_size=args.batch_size, show_progress=True, prompt_name=args.prompt_name,
-        prompt=args.prompt,
-    )  # fmt: skip
-    if args.normalize:  # after truncation: a prefix of a unit vector is not one
-        vectors = unit_rows(vectors)
+    encode = partial(_truncated(encoder.encode, args.dim, encoder), batch_size=args.batch_size)
+
+    def vectors_of(texts: list[str], progress: bool) -> np.ndarray:
+        found = encode(texts, show_progress=progress, prompt_name=args.prompt_name, prompt=args.prompt)
+        return (
+            unit_rows(found) if args.normalize else found
+        )  # after truncation: a prefix of a unit vector is not one
+
+    vectors = vectors_of(sentences, True)
+    ranges = None
+    if scaled:
+        ranges = (
+            given
+            if given is not None
+            else int8_ranges(vectors_of(calibration, False) if calibration else vectors)
+        )
+        if calibration is None and given is None:
+            logging.getLogger("sentcl.encode").info(
+                "%s: int8 ranges from the %d vectors themselves (--calibration or --ranges to fix them)",
+                args.input, len(vectors),
+            )  # fmt: skip
+    codes = quantize(vectors, args.precision, ranges)
     with atomic_file(Path(args.out), mode="wb") as handle:
-        np.save(handle, vectors)
-    print(f"{args.out}: {vectors.shape[0]} × {vectors.shape[1]} float32 (pooler {encoder.pooler})")
+        np.save(handle, codes)
+    if args.save_ranges:
+        with atomic_file(Path(args.save_ranges), mode="wb") as handle:
+            np.save(handle, ranges)
+    print(
+        f"{args.out}: {codes.shape[0]} × {codes.shape[1]} {codes.dtype} ({args.precision}, "
+        f"pooler {encoder.pooler})"
+    )
     return 0
+
+
+def _read_ranges(path: str) -> np.ndarray:
+    try:
+        ranges = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"--ranges {path}: not a .npy of ranges ({exc})") from None
+    if ranges.ndim != 2 or ranges.shape[0] != 2 or not np.isfinite(ranges).all():
+        raise ConfigError(
+            f"--ranges {path}: {ranges.shape} values; [2, D] finite ranges (min, max) are needed"
+        )
+    return ranges
 
 
 def _inference_encoder(args: argparse.Namespace):
@@ -432,6 +496,7 @@ def run_index(args: argparse.Namespace) -> int:
         kind=args.kind,
         model=encoder.source,
     )
+    index.rescore_multiplier = args.rescore
     index.save(args.out, overwrite=args.overwrite)
     print(f"{args.out}: {len(index)} sentences, {index.kind} index, model {index.model}")
     return 0

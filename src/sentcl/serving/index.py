@@ -2,8 +2,12 @@
 
 ``flat`` is exact search (IndexFlatIP); ``ivf`` partitions the corpus into ``nlist`` Voronoi cells
 (IndexIVFFlat) and visits ``nprobe`` of them per query — approximate, much faster on large corpora.
-``auto`` picks flat below 100,000 sentences. A saved index folder holds the faiss index, the corpus texts
-(one JSON string per line) and ``index.json`` (kind, size, dimension, the model that embedded it).
+``auto`` picks flat below 100,000 sentences. ``binary`` keeps one bit per dimension in memory
+(IndexBinaryFlat, 32× less than float32): the ``rescore`` × top_k nearest by Hamming distance are rescored
+with the float query against int8 codes of the documents (serving/quantize.py), read from a memory-mapped
+file, as sentence-transformers' binary + int8 rescoring recipe. A saved index folder holds the faiss index,
+the corpus texts (one JSON string per line), for ``binary`` the int8 codes and their ranges, and
+``index.json`` (kind, size, dimension, the model that embedded it).
 The index sees a model only through the :class:`Embedder` protocol (``encode(texts) → vectors``).
 """
 
@@ -22,6 +26,7 @@ import numpy as np
 from sentcl.atomic_write import atomic_folder
 from sentcl.embedder import DOCUMENT, QUERY, Embedder, for_role, require_finite
 from sentcl.extras import require
+from sentcl.serving.quantize import dequantize_int8, int8_ranges, quantize
 
 if TYPE_CHECKING:
     import faiss
@@ -29,6 +34,9 @@ if TYPE_CHECKING:
 FLAT_LIMIT = 100_000
 #: the files of an index folder, each fingerprinted in index.json
 INDEX_FILES = ("index.faiss", "texts.jsonl")
+#: and those of a binary index: the documents' int8 codes and their ranges, for rescoring
+RESCORE_FILES = ("rescore_int8.npy", "rescore_ranges.npy")
+KINDS = ("auto", "flat", "ivf", "binary")
 
 
 class IndexFolderError(ValueError):
@@ -62,10 +70,17 @@ def _normalise(x: np.ndarray) -> np.ndarray:
 
 
 class SentenceIndex:
-    def __init__(self, index: faiss.Index, texts: list[str], kind: str, model: str | None = None):
+    def __init__(
+        self, index: faiss.Index, texts: list[str], kind: str, model: str | None = None,
+        rescore: tuple[np.ndarray, np.ndarray] | None = None, rescore_multiplier: int = 4,
+    ):  # fmt: skip
         if index.ntotal != len(texts):
             raise ValueError(f"the index holds {index.ntotal} vectors but {len(texts)} texts were given")
+        if (kind == "binary") != (rescore is not None):
+            raise ValueError("a binary index, and only one, has int8 codes to rescore with")
         self.index, self.texts, self.kind, self.model = index, texts, kind, model
+        #: binary: the documents' int8 codes [N, D] and their ranges [2, D]
+        self.rescore, self.rescore_multiplier = rescore, rescore_multiplier
 
     @classmethod
     def build(
@@ -83,13 +98,20 @@ class SentenceIndex:
             kind = "flat" if len(texts) < FLAT_LIMIT else "ivf"
         if kind == "flat":
             index = faiss.IndexFlatIP(dim)
+        elif kind == "binary":
+            if dim % 8:
+                raise ValueError(f"a binary index packs 8 dimensions to a byte; {dim} is not a multiple of 8")
+            index = faiss.IndexBinaryFlat(dim)
+            index.add(quantize(vectors, "ubinary"))
+            ranges = int8_ranges(vectors)  # the corpus calibrates its own codes
+            return cls(index, list(texts), kind, model, rescore=(quantize(vectors, "int8", ranges), ranges))
         elif kind == "ivf":
             nlist = nlist or max(1, min(len(texts) // 39, int(4 * math.sqrt(len(texts)))))  # ≥ 39 points/cell
             index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, nlist, faiss.METRIC_INNER_PRODUCT)
             index.train(vectors)
             index.nprobe = min(nprobe, nlist)
         else:
-            raise ValueError(f"index kind {kind!r} is not one of auto, flat, ivf")
+            raise ValueError(f"index kind {kind!r} is not one of {', '.join(KINDS)}")
         index.add(vectors)
         return cls(index, list(texts), kind, model)
 
@@ -132,7 +154,10 @@ class SentenceIndex:
             raise ValueError(f"top_k must be at least 1, got {top_k}")
         query_embeddings = np.atleast_2d(query_embeddings)
         self.check_dimension(query_embeddings.shape[1], "the query embedding")
-        scores, ids = self.index.search(_normalise(query_embeddings), min(top_k, len(self)))
+        if self.kind == "binary":
+            scores, ids = self._binary_search(_normalise(query_embeddings), min(top_k, len(self)))
+        else:
+            scores, ids = self.index.search(_normalise(query_embeddings), min(top_k, len(self)))
         results = []
         for row_scores, row_ids in zip(scores, ids, strict=True):
             hits = [
@@ -143,15 +168,40 @@ class SentenceIndex:
             results.append([h for h in hits if threshold is None or h.score >= threshold])
         return results
 
+    def _binary_search(self, queries: np.ndarray, top_k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The ``rescore_multiplier × top_k`` nearest by Hamming distance, rescored by the float query's
+        cosine with the documents' int8 codes (dequantized), the best ``top_k`` kept."""
+        assert self.rescore is not None
+        codes, ranges = self.rescore
+        wide = min(len(self), top_k * self.rescore_multiplier)
+        _, candidates = self.index.search(quantize(queries, "ubinary"), wide)
+        scores = np.full((len(queries), top_k), -np.inf, dtype=np.float32)
+        ids = np.full((len(queries), top_k), -1, dtype=np.int64)
+        for row, (query, found) in enumerate(zip(queries, candidates, strict=True)):
+            found = found[found >= 0]
+            documents = dequantize_int8(np.asarray(codes[np.sort(found)]), ranges)
+            cosine = documents @ query / np.maximum(np.linalg.norm(documents, axis=1), 1e-12)
+            order = np.argsort(-cosine, kind="stable")[:top_k]
+            scores[row, : len(order)], ids[row, : len(order)] = cosine[order], np.sort(found)[order]
+        return scores, ids
+
     def save(self, folder: str | Path, overwrite: bool = False) -> Path:
         """Write the index folder atomically; a folder sentcl did not write is replaced only with
         ``overwrite`` (sentcl/atomic_write.py). ``index.json`` records each file's size and sha256."""
         with atomic_folder(folder, "index", overwrite) as tmp:
-            _faiss().write_index(self.index, str(tmp / "index.faiss"))
+            if self.rescore is not None:
+                _faiss().write_index_binary(self.index, str(tmp / "index.faiss"))
+                for name, array in zip(RESCORE_FILES, self.rescore, strict=True):
+                    np.save(tmp / name, np.asarray(array))
+            else:
+                _faiss().write_index(self.index, str(tmp / "index.faiss"))
             with (tmp / "texts.jsonl").open("w", encoding="utf-8") as handle:
                 handle.writelines(json.dumps(text) + "\n" for text in self.texts)
             meta = {"kind": self.kind, "size": len(self), "dimension": self.index.d, "model": self.model}
-            meta["files"] = {name: _fingerprint(tmp / name) for name in INDEX_FILES}
+            if self.rescore is not None:
+                meta["rescore_multiplier"] = self.rescore_multiplier
+            names = INDEX_FILES + (RESCORE_FILES if self.rescore is not None else ())
+            meta["files"] = {name: _fingerprint(tmp / name) for name in names}
             (tmp / "index.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
         return Path(folder)
 
@@ -172,7 +222,8 @@ class SentenceIndex:
                 f"{meta_path}: not an index.json this sentcl can check (no file fingerprints: an index of an "
                 f"older version, or a damaged one); build it again with sentcl index"
             ) from None
-        for name in INDEX_FILES:
+        binary = meta.get("kind") == "binary"
+        for name in INDEX_FILES + (RESCORE_FILES if binary else ()):
             path = folder / name
             if not path.is_file():
                 raise IndexFolderError(f"{path}: missing")
@@ -185,7 +236,17 @@ class SentenceIndex:
         texts = [
             json.loads(line) for line in (folder / "texts.jsonl").read_text(encoding="utf-8").splitlines()
         ]
-        index = _faiss().read_index(str(folder / "index.faiss"))
+        faiss = _faiss()
+        index = (faiss.read_index_binary if binary else faiss.read_index)(str(folder / "index.faiss"))
+        rescore = None
+        if binary:  # the codes stay on disk, paged in as rescoring reads them
+            codes = np.load(folder / RESCORE_FILES[0], mmap_mode="r", allow_pickle=False)
+            ranges = np.load(folder / RESCORE_FILES[1], allow_pickle=False)
+            if codes.shape != (size, dimension) or codes.dtype != np.int8 or ranges.shape != (2, dimension):
+                raise IndexFolderError(f"{folder}: the rescoring codes are not {size} × {dimension} int8")
+            rescore = (codes, ranges)
         if index.ntotal != size or index.d != dimension or len(texts) != size:
             raise IndexFolderError(f"{folder}: index.json says {size} × {dimension}, the files do not")
-        return cls(index, texts, meta["kind"], meta.get("model"))
+        return cls(
+            index, texts, meta["kind"], meta.get("model"), rescore, int(meta.get("rescore_multiplier", 4))
+        )

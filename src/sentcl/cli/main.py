@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import csv
 import errno
 import json
 import logging
@@ -18,7 +19,7 @@ from sentcl import __version__, finite_json
 from sentcl.analysis.report import analyse, markdown_table, read_trajectory, write_report
 from sentcl.atomic_write import atomic_file, atomic_folder, check_file_target, check_replaceable
 from sentcl.config import ConfigError
-from sentcl.data import DataError, read_sentences
+from sentcl.data import DataError, read_records, read_sentences
 from sentcl.embedder import CachedEmbedder, EmbeddingError, PromptError, unit_rows
 from sentcl.evaluation import DataDirError, LocalTaskError, STSDataError, TaskSpecError, resolve_data_dir
 from sentcl.evaluation.senteval_protocols import PROTOCOLS
@@ -34,6 +35,7 @@ from sentcl.postprocess import POSTPROCESSORS, PostProcessedEmbedder, fit_postpr
 from sentcl.postprocess.corpus import fit_corpus
 from sentcl.precision import PRECISIONS
 from sentcl.serving import IndexFolderError, SentenceIndex
+from sentcl.serving.mining import MiningError, MiningOptions, mine
 from sentcl.serving.quantize import EMBEDDING_PRECISIONS, QuantizationError, int8_ranges, quantize
 from sentcl.training import CheckpointError, TrainingError
 from sentcl.training.kinds import load_run_recipe, replace_training, run, summary
@@ -50,6 +52,7 @@ USER_ERRORS = (
     LocalTaskError,
     PromptError,
     QuantizationError,
+    MiningError,
     ModelLoadError,
     DataDirError,
     TrainingError,
@@ -211,6 +214,32 @@ def build_parser() -> argparse.ArgumentParser:
     _add_overwrite_argument(p, "--out")
     p.add_argument("--pooler", choices=list(POOLERS))
     p.add_argument("--batch-size", type=positive_int, default=128)
+    _add_dtype_arguments(p, default="auto", dim=False)
+
+    p = commands.add_parser(
+        "mine",
+        parents=[pickles],
+        help="hard negatives for (anchor, positive) pairs: write sent0,sent1,hard_neg",
+    )
+    p.add_argument("model")
+    p.add_argument(
+        "pairs", help="(anchor, positive) pairs in any supervised training format (docs/training.md)"
+    )
+    p.add_argument("--out", required=True, help=".tsv, .csv or .jsonl with sent0, sent1, hard_neg")
+    p.add_argument("--corpus", help="more candidate sentences, one per line, beside the positives")
+    p.add_argument("--range-min", type=int, default=0, help="skip the closest N candidates (default 0)")
+    p.add_argument(
+        "--range-max", type=positive_int, default=10, help="look no further than rank N (default 10)"
+    )
+    p.add_argument("--num-negatives", type=positive_int, default=1, help="negatives per anchor: one row each")
+    p.add_argument("--absolute-margin", type=float, help="negative ≤ positive score − MARGIN")
+    p.add_argument("--relative-margin", type=float, help="negative ≤ positive score × (1 − MARGIN)")
+    p.add_argument("--max-score", type=float, help="skip candidates above this cosine (likely positives)")
+    p.add_argument("--sampling", choices=["top", "random"], default="top")
+    p.add_argument("--seed", type=int, default=12)
+    p.add_argument("--pooler", choices=list(POOLERS))
+    p.add_argument("--batch-size", type=positive_int, default=128)
+    p.add_argument("--overwrite", action="store_true", help="replace a file already at --out")
     _add_dtype_arguments(p, default="auto", dim=False)
 
     p = commands.add_parser("search", parents=[pickles], help="nearest corpus sentences of a query")
@@ -502,6 +531,45 @@ def run_index(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_mine(args: argparse.Namespace) -> int:
+    check_file_target(args.out, "--out", args.overwrite)
+    suffix = Path(args.out).suffix.lower()
+    if suffix not in (".tsv", ".csv", ".jsonl"):
+        raise ConfigError(f"--out {args.out}: write .tsv, .csv or .jsonl")
+    options = MiningOptions(
+        args.range_min, args.range_max, args.num_negatives, args.absolute_margin, args.relative_margin,
+        args.max_score, args.sampling, args.seed,
+    )  # fmt: skip
+    options.check()  # before anything is read or encoded
+    records = read_records(args.pairs)
+    if records.n_columns == 1:
+        raise DataError(f"{args.pairs}: one sentence per row; mining needs (anchor, positive) pairs")
+    if records.n_columns > 2:
+        logging.getLogger("sentcl.mine").info("%s: mining for the first two columns", args.pairs)
+    pairs = [(row[0], row[1]) for row in records.rows]
+    corpus = [row[0] for row in read_sentences(args.corpus).rows] if args.corpus else []
+    encoder = _inference_encoder(args)
+    mined = mine(_BatchedEncoder(encoder, args.batch_size, show_progress=True), pairs, options, corpus)
+    if not mined.rows:
+        raise MiningError(f"{args.pairs}: no anchor kept a negative; widen --range-max or loosen the margins")
+    with atomic_file(Path(args.out)) as handle:
+        if suffix == ".jsonl":
+            handle.writelines(
+                json.dumps({"sent0": a, "sent1": p, "hard_neg": n}, ensure_ascii=False) + "\n"
+                for a, p, n in mined.rows
+            )
+        else:
+            writer = csv.writer(handle, delimiter="\t" if suffix == ".tsv" else ",", lineterminator="\n")
+            writer.writerow(["sent0", "sent1", "hard_neg"])
+            writer.writerows(mined.rows)
+    print(
+        f"{args.out}: {len(mined.rows)} rows for {len(pairs) - mined.without} of {len(pairs)} pairs "
+        f"({mined.without} without a negative that passes the filters); cosine with the anchor: positives "
+        f"{np.mean(mined.positive_scores):.3f}, negatives {np.mean(mined.negative_scores):.3f} (means)"
+    )
+    return 0
+
+
 def run_search(args: argparse.Namespace) -> int:
     index = SentenceIndex.load(args.index)
     model = args.model or index.model
@@ -631,6 +699,7 @@ def main(argv: list[str] | None = None) -> int:
             "reproduce": run_reproduce,
         }
         commands |= {"encode": run_encode, "index": run_index, "search": run_search, "serve": run_serve}
+        commands |= {"mine": run_mine}
         commands |= {"export": run_export, "card": run_card}
         return commands[args.command](args)
     except USER_ERRORS as exc:

@@ -16,7 +16,7 @@ from tests.conftest import SENTENCES
 EXTRAS = {  # module → the extra that installs it
     "onnx": "onnx", "onnxruntime": "onnx", "onnxscript": "onnx", "pyarrow": "parquet", "datasets": "datasets",
     "faiss": "index", "fastapi": "serve", "uvicorn": "serve", "pydantic": "serve", "starlette": "serve",
-    "nltk": "cline",
+    "nltk": "cline", "mteb": "mteb",
 }  # fmt: skip
 
 BLOCK = """
@@ -99,3 +99,14 @@ def test_a_missing_extra_is_one_line_naming_the_install(
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.endswith(f"which is not installed: pip install 'sentcl[{extra}]'"), err
     assert f"needs {blocked}," in err
+
+
+def test_the_mteb_encoder_without_mteb_is_one_line(tiny_model_dir, monkeypatch):
+    from sentcl.extras import MissingExtraError
+    from sentcl.mteb_encoder import MTEBEncoder
+
+    for name in [m for m in sys.modules if m.split(".")[0] == "mteb"]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "mteb", None)
+    with pytest.raises(MissingExtraError, match=r"pip install 'sentcl\[mteb\]'"):
+        MTEBEncoder(str(tiny_model_dir))

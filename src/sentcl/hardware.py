@@ -15,6 +15,8 @@ from pathlib import Path
 
 import torch
 
+from sentcl.config import ConfigError
+
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 VNNI_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
 
@@ -74,3 +76,23 @@ def detect(device: torch.device | str = "cpu") -> Hardware:
             name=torch.cuda.get_device_name(index),
         )
     return Hardware("cpu", torch.backends.cpu.get_cpu_capability(), _cpu_flags(), _mkldnn_bf16())
+
+
+def resolve_device(name: str, where: str, local_rank: int = 0) -> torch.device:
+    """``auto``: the (``local_rank``-th) GPU when there is one, else the CPU; a named device torch cannot
+    parse or this machine lacks is one ConfigError naming ``where`` (the key or the option), before anything
+    loads."""
+    if name == "auto":
+        return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ConfigError(f"{where}: {name[:80]!r} is not a device (auto, cpu, cuda, cuda:N, mps)") from None
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        build = "this torch has no CUDA" if torch.version.cuda is None else f"{count} GPU(s) visible"
+        if count == 0 or (device.index or 0) >= count:
+            raise ConfigError(f"{where}: {name}, but {build}; use auto or cpu")
+    elif device.type == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError(f"{where}: {name}, but MPS is not available here; use auto or cpu")
+    return device

@@ -36,9 +36,7 @@ class MTEBEncoder:
         **kwargs: Any,
     ) -> None:
         models = require("mteb.models", "mteb", "the mteb encoder")
-        self.model = for_inference(load_encoder(model_name, pooler=pooler), dtype)
-        if device is not None and hasattr(self.model, "to"):
-            self.model.to(device)
+        self.model = for_inference(load_encoder(model_name, pooler=pooler), dtype, device=device or "auto")
         self.batch_size = batch_size
         name = model_name if "/" in model_name else f"local/{model_name}"
         self.mteb_model_meta = models.ModelMeta.create_empty(

@@ -30,6 +30,7 @@ from sentcl.extras import MissingExtraError, require
 from sentcl.model import POOLERS, ModelLoadError, SentenceEncoder
 from sentcl.model.inference import for_inference, load_encoder
 from sentcl.model.onnx import OnnxEncoder, export_onnx
+from sentcl.model.parallel import encode_on_devices
 from sentcl.model.pooling import LOADING_DEFAULT
 from sentcl.postprocess import POSTPROCESSORS, PostProcessedEmbedder, fit_postprocessor, load_postprocessor
 from sentcl.postprocess.corpus import fit_corpus
@@ -74,9 +75,12 @@ def positive_int(text: str) -> int:
     return value
 
 
-def _add_dtype_arguments(p: argparse.ArgumentParser, default: str, dim: bool = True) -> None:
+def _add_dtype_arguments(
+    p: argparse.ArgumentParser, default: str, dim: bool = True, multi_device: bool = False
+) -> None:
     """``--dtype`` (evaluate defaults to fp32, so a reported score does not depend on the machine; encode,
-    index and serve to auto, the fast path the hardware runs natively), ``--int8`` and ``--dim``."""
+    index and serve to auto, the fast path the hardware runs natively), ``--int8``, ``--device`` (a list of
+    them where ``multi_device``) and ``--dim``."""
     p.add_argument(
         "--dtype",
         choices=list(PRECISIONS),
@@ -85,6 +89,11 @@ def _add_dtype_arguments(p: argparse.ArgumentParser, default: str, dim: bool = T
         "quantised by ONNX Runtime, CPU), or auto (bf16 where the hardware runs it natively, else fp32)",
     )
     p.add_argument("--int8", action="store_true", help="the same as --dtype int8")
+    several = "; a comma list (cpu,cpu or cuda:0,cuda:1) encodes in one process per entry"
+    p.add_argument(
+        "--device", default="auto",
+        help="auto (a GPU where there is one, else the CPU), cpu, cuda:N or mps" + several * multi_device,
+    )  # fmt: skip
     if dim:
         p.add_argument(
             "--dim",
@@ -179,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ranges.add_argument("--ranges", help="int8/uint8: a .npy [2, D] of ranges (--save-ranges of another run)")
     p.add_argument("--save-ranges", metavar="FILE", help="int8/uint8: write the ranges used to this .npy")
-    _add_dtype_arguments(p, default="auto")
+    _add_dtype_arguments(p, default="auto", multi_device=True)
 
     p = commands.add_parser(
         "export", parents=[pickles], help="write a model's embedding path as ONNX (fp32 or int8) for serving"
@@ -248,6 +257,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-k", "--top-k", type=positive_int, default=5)
     p.add_argument("--threshold", type=float, help="only hits with cosine ≥ this")
     p.add_argument("--model", help="default: the model recorded in the index")
+    p.add_argument(
+        "--device", default="auto", help="auto (a GPU where there is one, else the CPU), cpu, cuda:N"
+    )
 
     p = commands.add_parser(
         "serve", parents=[pickles], help="HTTP API (OpenAI-compatible embeddings, similarity, search) + page"
@@ -415,23 +427,31 @@ def run_encode(args: argparse.Namespace) -> int:
     sentences = [row[0] for row in read_sentences(args.input).rows]
     given = _read_ranges(args.ranges) if args.ranges else None
     calibration = [row[0] for row in read_sentences(args.calibration).rows] if args.calibration else None
-    encoder = _inference_encoder(args)
-    encode = partial(_truncated(encoder.encode, args.dim, encoder), batch_size=args.batch_size)
+    devices = [d.strip() for d in args.device.split(",") if d.strip()] or ["auto"]
+    if len(devices) > 1:  # one worker process per device, each with its own copy of the model
+        encoder = SimpleNamespace(dimension=None, pooler=args.pooler or "the model's", encode=partial(
+            encode_on_devices, args.model, devices=devices, dtype=args.dtype, pooler=args.pooler,
+            allow_pickle=args.allow_pickle,
+        ))  # fmt: skip
+        encode = partial(encoder.encode, batch_size=args.batch_size)
+        if args.dim is not None:
+            encode = _prefix(encode, args.dim)
+    else:
+        args.device = devices[0]
+        encoder = _inference_encoder(args)
+        encode = partial(_truncated(encoder.encode, args.dim, encoder), batch_size=args.batch_size)
 
     def vectors_of(texts: list[str], progress: bool) -> np.ndarray:
         found = encode(texts, show_progress=progress, prompt_name=args.prompt_name, prompt=args.prompt)
-        return (
-            unit_rows(found) if args.normalize else found
-        )  # after truncation: a prefix of a unit vector is not one
+        # normalised after truncation: a prefix of a unit vector is not one
+        return unit_rows(found) if args.normalize else found
 
     vectors = vectors_of(sentences, True)
     ranges = None
     if scaled:
-        ranges = (
-            given
-            if given is not None
-            else int8_ranges(vectors_of(calibration, False) if calibration else vectors)
-        )
+        ranges = given
+        if ranges is None:
+            ranges = int8_ranges(vectors_of(calibration, False) if calibration else vectors)
         if calibration is None and given is None:
             logging.getLogger("sentcl.encode").info(
                 "%s: int8 ranges from the %d vectors themselves (--calibration or --ranges to fix them)",
@@ -465,7 +485,7 @@ def _read_ranges(path: str) -> np.ndarray:
 def _inference_encoder(args: argparse.Namespace):
     """The model to encode with, in ``--dtype`` (model/inference.py: an ONNX export as it is)."""
     encoder = load_encoder(args.model, pooler=args.pooler, allow_pickle=args.allow_pickle)
-    return for_inference(encoder, args.dtype)
+    return for_inference(encoder, args.dtype, device=args.device)
 
 
 def _truncated(encode, dim: int | None, encoder):
@@ -474,9 +494,15 @@ def _truncated(encode, dim: int | None, encoder):
         return encode
     if not 0 < dim <= encoder.dimension:
         raise ConfigError(f"--dim {dim}: the model gives {encoder.dimension} dimensions")
+    return _prefix(encode, dim)
 
+
+def _prefix(encode, dim: int):
     def prefix(*args, **kwargs):
-        return encode(*args, **kwargs)[:, :dim]
+        vectors = encode(*args, **kwargs)
+        if dim > vectors.shape[1]:
+            raise ConfigError(f"--dim {dim}: the model gives {vectors.shape[1]} dimensions")
+        return vectors[:, :dim]
 
     return prefix
 
@@ -575,7 +601,7 @@ def run_search(args: argparse.Namespace) -> int:
     model = args.model or index.model
     if not model:
         raise ConfigError(f"{args.index}: the index records no model; pass --model")
-    encoder = load_encoder(model, allow_pickle=args.allow_pickle)
+    encoder = for_inference(load_encoder(model, allow_pickle=args.allow_pickle), "fp32", device=args.device)
     index.check_dimension(encoder.dimension, model, args.index)
     for query, hits in zip(
         args.query, index.query(encoder, args.query, args.top_k, args.threshold), strict=True

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from sentcl import precision
 from sentcl.config import ConfigError
+from sentcl.hardware import resolve_device
 from sentcl.model.backbone import ModelLoadError
 from sentcl.model.encoder import SentenceEncoder
 from sentcl.model.onnx import ONNX_FILE, OnnxEncoder
@@ -23,15 +24,19 @@ def load_encoder(name_or_path: str, pooler: str | None = None, allow_pickle: boo
     return SentenceEncoder.load(name_or_path, pooler=pooler, allow_pickle=allow_pickle)
 
 
-def for_inference(encoder, dtype: str = "auto", where: str = "--dtype"):
-    """``encoder`` (a ``SentenceEncoder`` or an ``OnnxEncoder``) set to run in ``dtype``: an ONNX export as
-    it is (its precision fixed at export; ``auto`` and ``fp32`` take it), int8 exported and quantised now,
-    fp32 / bf16 / auto by the encoder itself."""
+def for_inference(encoder, dtype: str = "auto", where: str = "--dtype", device: str = "cpu"):
+    """``encoder`` (a ``SentenceEncoder`` or an ``OnnxEncoder``) set to run in ``dtype`` on ``device``
+    (``auto``: a GPU where there is one): an ONNX export as it is (its precision fixed at export; ``auto`` and
+    ``fp32`` take it; ONNX Runtime runs on the CPU), int8 exported and quantised now, fp32 / bf16 / auto by
+    the encoder itself on the device."""
     dtype = precision.canonical(dtype, where)
+    onnx = isinstance(encoder, OnnxEncoder) or dtype == "int8"
+    if onnx and device not in ("auto", "cpu"):
+        raise ConfigError(f"--device {device}: ONNX Runtime runs sentcl's ONNX and int8 models on the CPU")
     if isinstance(encoder, OnnxEncoder):
         if dtype not in ("auto", "fp32", encoder.precision):
             raise ConfigError(f"{where} {dtype}: {encoder.source} is an ONNX export in {encoder.precision}")
         return encoder
     if dtype == "int8":
         return OnnxEncoder.from_encoder(encoder, int8=True)
-    return encoder.with_dtype(dtype)
+    return encoder.to(resolve_device(device, "--device")).with_dtype(dtype)

@@ -16,6 +16,7 @@ import torch.distributed as dist
 from torch import nn
 
 from sentcl.config import ConfigError
+from sentcl.hardware import resolve_device
 
 
 @dataclass(frozen=True)
@@ -55,19 +56,7 @@ def check_device_name(name: str) -> None:
 def select_device(name: str, context: DistributedContext) -> torch.device:
     """``auto``: this rank's GPU when there is one, else the CPU. A named device this machine lacks is a
     ConfigError naming the key, before anything is loaded."""
-    if name != "auto":
-        device = torch.device(name)
-        if device.type == "cuda":
-            count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-            build = "this torch has no CUDA" if torch.version.cuda is None else f"{count} GPU(s) visible"
-            if count == 0 or (device.index or 0) >= count:
-                raise ConfigError(f"training.device: {name}, but {build}; use auto or cpu")
-        elif device.type == "mps" and not torch.backends.mps.is_available():
-            raise ConfigError(f"training.device: {name}, but MPS is not available here; use auto or cpu")
-        return device
-    if torch.cuda.is_available():
-        return torch.device(f"cuda:{context.local_rank}")
-    return torch.device("cpu")
+    return resolve_device(name, "training.device", context.local_rank)
 
 
 def average_gradients(module: nn.Module, context: DistributedContext) -> None:

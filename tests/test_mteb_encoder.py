@@ -91,3 +91,24 @@ def test_an_onnx_export_is_evaluated_too(tiny_model_dir, stsb_data_dir, tmp_path
     )
     result = mteb.evaluate(encoder, stsb_dev_task(stsb_data_dir), cache=None, show_progress_bar=False)
     assert np.isfinite(main_score(result))
+
+
+def test_sentcl_mteb_runs_named_tasks_and_writes_their_scores(
+    tiny_model_dir, stsb_data_dir, tmp_path, monkeypatch, capsys
+):
+    """`sentcl mteb MODEL --tasks NAME`: mteb's own task lookup, here answered with the local STS-B dev task
+    (the public tasks download their data)."""
+    import json
+
+    from sentcl.cli.main import main
+
+    task = stsb_dev_task(stsb_data_dir)
+    asked = []
+    monkeypatch.setattr(mteb, "get_tasks", lambda tasks: asked.append(tasks) or [task])
+    out = tmp_path / "mteb.json"
+    assert main(["mteb", str(tiny_model_dir), "--tasks", "LocalSTSBenchmarkDev", "--out", str(out)]) == 0
+    assert asked == [["LocalSTSBenchmarkDev"]]
+    saved = json.loads(out.read_text())["main_scores"]["LocalSTSBenchmarkDev"]["test"]
+    assert f"LocalSTSBenchmarkDev test: main score {100 * saved[0]:.2f}" in capsys.readouterr().out
+    ours = STSEvaluator(stsb_data_dir, "stsb-dev")(SentenceEncoder.load(str(tiny_model_dir)))
+    assert np.isfinite(saved[0]) and abs(100 * saved[0] - ours["stsb_dev_spearman"]) < 5

@@ -251,6 +251,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true", help="replace a file already at --out")
     _add_dtype_arguments(p, default="auto", dim=False)
 
+    p = commands.add_parser(
+        "mteb", parents=[pickles], help="evaluate a model with mteb (its tasks download unless mteb has them)"
+    )
+    p.add_argument("model")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--tasks", help="comma-separated mteb task names (e.g. STSBenchmark,SciFact)")
+    which.add_argument("--benchmark", help='an mteb benchmark, e.g. "MTEB(eng, v2)"')
+    p.add_argument("--out", help="a JSON file of every task's scores")
+    p.add_argument("--pooler", choices=list(POOLERS))
+    p.add_argument("--batch-size", type=positive_int, default=128)
+    p.add_argument("--overwrite", action="store_true", help="replace a file already at --out")
+    _add_dtype_arguments(p, default="fp32", dim=False)
+
     p = commands.add_parser("search", parents=[pickles], help="nearest corpus sentences of a query")
     p.add_argument("index", help="folder written by sentcl index")
     p.add_argument("query", nargs="+")
@@ -596,6 +609,37 @@ def run_mine(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_mteb(args: argparse.Namespace) -> int:
+    mteb = require("mteb", "mteb", "sentcl mteb")
+    from sentcl.mteb_encoder import MTEBEncoder
+
+    if args.out:
+        check_file_target(args.out, "--out", args.overwrite)
+    try:
+        if args.benchmark:
+            tasks = mteb.get_benchmark(args.benchmark)
+        else:
+            tasks = mteb.get_tasks(tasks=[t.strip() for t in args.tasks.split(",") if t.strip()])
+    except (KeyError, ValueError) as exc:
+        raise ConfigError(f"--{'benchmark' if args.benchmark else 'tasks'}: {str(exc)[:300]}") from None
+    encoder = MTEBEncoder(args.model, dtype=args.dtype, device=args.device, batch_size=args.batch_size,
+                          pooler=args.pooler)  # fmt: skip
+    result = mteb.evaluate(encoder, tasks, cache=None)
+    scores = {
+        task.task_name: {split: [row["main_score"] for row in rows] for split, rows in task.scores.items()}
+        for task in result.task_results
+    }
+    for name, splits in scores.items():
+        for split, values in splits.items():
+            print(f"{name} {split}: main score {100 * float(np.mean(values)):.2f}")
+    if args.out:
+        with atomic_file(Path(args.out)) as handle:
+            json.dump(
+                {"model": args.model, "mteb": mteb.__version__, "main_scores": scores}, handle, indent=2
+            )
+    return 0
+
+
 def run_search(args: argparse.Namespace) -> int:
     index = SentenceIndex.load(args.index)
     model = args.model or index.model
@@ -725,7 +769,7 @@ def main(argv: list[str] | None = None) -> int:
             "reproduce": run_reproduce,
         }
         commands |= {"encode": run_encode, "index": run_index, "search": run_search, "serve": run_serve}
-        commands |= {"mine": run_mine}
+        commands |= {"mine": run_mine, "mteb": run_mteb}
         commands |= {"export": run_export, "card": run_card}
         return commands[args.command](args)
     except USER_ERRORS as exc:

@@ -749,6 +749,26 @@ def peer_lines(runs: dict[str, list[dict]], fp32_dev: float, per_token: float, r
             f"- 7-task STS evaluation ≤ {TARGETS['sts7_auto_s']:.0f} s with `--dtype auto` (stand-ins with "
             f"the real sizes): {seconds:.1f} s — {verdict(seconds, TARGETS['sts7_auto_s'], more=False)}."
         )
+    # issue 27, item 4: by how much a ratio target is missed, and whether the ceiling measured in this run
+    # allows it (the share of the ceiling it would need, at the FLOPs per sentence measured here)
+    for what, ratio, target, rate, share in (
+        ("training", train_ratio, TARGETS["train"], median_of(runs["train-sentcl"], "sentences_per_s"),
+         train_share),
+        ("encode", encode_ratio, TARGETS["encode"], default, encode_share),
+    ):  # fmt: skip
+        if ratio < target:
+            needed, needed_share = rate * target / ratio, share * target / ratio
+            why = (
+                "the ceiling allows it, so the gap is how far the step runs below its products' ceiling "
+                "(attention, norms, activations, tokenisation, Python; not profiled in this run)"
+                if needed_share < 1
+                else "beyond the ceiling: out of reach on this machine"
+            )
+            lines.append(
+                f"- {what} misses its target by {target / ratio:.2f}×: it would need {needed:.0f} "
+                f"sentences/s, {needed_share:.2f} of the matmul ceiling measured in this run (now "
+                f"{share:.2f}); {why}"
+            )
     return lines
 
 

@@ -100,6 +100,8 @@ class Prompted:
         return self.embedder.encode([self.prompt + s for s in sentences], *args, **kwargs)
 
     def __getattr__(self, name):
+        if name.startswith("__") or name == "embedder":  # copy/pickle probe before __init__: no recursion
+            raise AttributeError(name)
         return getattr(self.embedder, name)
 
 

@@ -69,3 +69,16 @@ def test_a_server_without_prompts_refuses_prompt_name():
     client = TestClient(create_app(Recording(), model_name="m", dimension=4), base_url="http://localhost")
     response = client.post("/v1/embeddings", json={"input": ["x"], "prompt_name": "query"})
     assert response.status_code == 422
+
+
+def test_a_prompted_embedder_copies_and_passes_attributes_through():
+    import copy
+    import pickle
+
+    from sentcl.embedder import Prompted
+
+    prompted = Prompted(Recording(PROMPTS), "q: ")
+    assert prompted.prompts == PROMPTS  # the wrapped embedder's, passed through
+    for twin in (copy.deepcopy(prompted), pickle.loads(pickle.dumps(prompted))):
+        twin.encode(["x"])
+        assert twin.embedder.seen == ["q: x"]

@@ -442,16 +442,17 @@ def run_encode(args: argparse.Namespace) -> int:
     calibration = [row[0] for row in read_sentences(args.calibration).rows] if args.calibration else None
     devices = [d.strip() for d in args.device.split(",") if d.strip()] or ["auto"]
     if len(devices) > 1:  # one worker process per device, each with its own copy of the model
-        encoder = SimpleNamespace(dimension=None, pooler=args.pooler or "the model's", encode=partial(
+        pooler = args.pooler or "the model's"
+        encode = partial(
             encode_on_devices, args.model, devices=devices, dtype=args.dtype, pooler=args.pooler,
-            allow_pickle=args.allow_pickle,
-        ))  # fmt: skip
-        encode = partial(encoder.encode, batch_size=args.batch_size)
+            allow_pickle=args.allow_pickle, batch_size=args.batch_size,
+        )  # fmt: skip
         if args.dim is not None:
             encode = _prefix(encode, args.dim)
     else:
         args.device = devices[0]
         encoder = _inference_encoder(args)
+        pooler = encoder.pooler
         encode = partial(_truncated(encoder.encode, args.dim, encoder), batch_size=args.batch_size)
 
     def vectors_of(texts: list[str], progress: bool) -> np.ndarray:
@@ -477,8 +478,7 @@ def run_encode(args: argparse.Namespace) -> int:
         with atomic_file(Path(args.save_ranges), mode="wb") as handle:
             np.save(handle, ranges)
     print(
-        f"{args.out}: {codes.shape[0]} × {codes.shape[1]} {codes.dtype} ({args.precision}, "
-        f"pooler {encoder.pooler})"
+        f"{args.out}: {codes.shape[0]} × {codes.shape[1]} {codes.dtype} ({args.precision}, pooler {pooler})"
     )
     return 0
 

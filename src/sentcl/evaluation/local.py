@@ -373,15 +373,16 @@ def rank(
     never gets."""
     depth = min(depth, len(corpus))
     best = np.empty((len(queries), depth), dtype=np.int64)
+    excluded = np.array([-1 if row is None else row for row in exclude], dtype=np.int64)
     for start in range(0, len(queries), block):
         q = queries[start : start + block]
         top_rows = np.zeros((len(q), 0), dtype=np.int64)
         top_scores = np.zeros((len(q), 0), dtype=np.float32)
         for c_start in range(0, len(corpus), 16 * block):
             scores = q @ corpus[c_start : c_start + 16 * block].T
-            for i, row in enumerate(exclude[start : start + block]):
-                if row is not None and c_start <= row < c_start + scores.shape[1]:
-                    scores[i, row - c_start] = -np.inf
+            own = excluded[start : start + len(q)] - c_start  # each query's own row in this block
+            inside = np.flatnonzero((own >= 0) & (own < scores.shape[1]))
+            scores[inside, own[inside]] = -np.inf
             rows = np.broadcast_to(np.arange(c_start, c_start + scores.shape[1]), scores.shape)
             top_rows = np.concatenate([top_rows, rows], axis=1)
             top_scores = np.concatenate([top_scores, scores], axis=1)
@@ -478,20 +479,24 @@ class RetrievalFolderEvaluator:
         self.paths = [Path(p).expanduser() for p in paths]
         self.names = unique_names(self.paths)
         self.sets = [read_retrieval(p) for p in self.paths]
+        #: per folder, each query's own row in the corpus (a document with its id), never ranked for it
+        self.own_rows = []
+        for task in self.sets:
+            row = {doc: i for i, doc in enumerate(task.corpus_ids)}
+            self.own_rows.append([row.get(q) for q in task.query_ids])
         self.missing: dict[str, str] = {}
         self.primary = f"{self.names[0]}_ndcg@10"
         self.last: dict[str, float] = {}
 
     def __call__(self, embedder: Embedder) -> dict[str, float]:
         metrics: dict[str, float] = {}
-        for name, task in zip(self.names, self.sets, strict=True):
+        for name, task, own_rows in zip(self.names, self.sets, self.own_rows, strict=True):
             # each side with the model's own prompt where it has one (encode_document / encode_query)
             documents = unit_rows(
                 np.asarray(for_role(embedder, DOCUMENT).encode(task.corpus), dtype=np.float32)
             )
             queries = unit_rows(np.asarray(for_role(embedder, QUERY).encode(task.queries), dtype=np.float32))
-            row = {doc: i for i, doc in enumerate(task.corpus_ids)}
-            ranked = rank(queries, documents, DEPTH, [row.get(q) for q in task.query_ids])
+            ranked = rank(queries, documents, DEPTH, own_rows)
             metrics |= {
                 f"{name}_{key}": value for key, value in retrieval_metrics(ranked, task.relevant).items()
             }

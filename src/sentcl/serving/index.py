@@ -178,11 +178,11 @@ class SentenceIndex:
         scores = np.full((len(queries), top_k), -np.inf, dtype=np.float32)
         ids = np.full((len(queries), top_k), -1, dtype=np.int64)
         for row, (query, found) in enumerate(zip(queries, candidates, strict=True)):
-            found = found[found >= 0]
-            documents = dequantize_int8(np.asarray(codes[np.sort(found)]), ranges)
+            found = np.sort(found[found >= 0])  # in file order: the memory-mapped codes are read forwards
+            documents = dequantize_int8(np.asarray(codes[found]), ranges)
             cosine = documents @ query / np.maximum(np.linalg.norm(documents, axis=1), 1e-12)
             order = np.argsort(-cosine, kind="stable")[:top_k]
-            scores[row, : len(order)], ids[row, : len(order)] = cosine[order], np.sort(found)[order]
+            scores[row, : len(order)], ids[row, : len(order)] = cosine[order], found[order]
         return scores, ids
 
     def save(self, folder: str | Path, overwrite: bool = False) -> Path:

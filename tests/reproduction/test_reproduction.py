@@ -336,3 +336,46 @@ def test_post_processing_is_judged_against_its_strongest_row_and_alignment_under
     alignment = verdicts["Supervised SimCSE improves alignment further"]
     assert alignment.holds is False and "their chosen poolers differ" in alignment.rule
     assert "sup [avg]" in alignment.evidence
+
+
+def test_a_plan_cut_short_keeps_what_it_finished_in_the_results(setup):
+    """A reproduction stopped part-way (here: a method whose recipe fails) has already copied every finished
+    stage into the results folder; a fresh checkout takes them and runs only what is left."""
+    tmp_path, plan, data_dir = setup
+    broken = write(tmp_path / "broken.yaml", {"model": {"name_or_path": "x"}, "objective": {"name": "nope"}})
+    plan["methods"] = {
+        "unsup SimCSE": plan["methods"]["unsup SimCSE"] | {"poolers": ["avg"]},
+        "broken": {"recipe": str(broken)},
+    }
+    plan["extend"] = {}
+    with pytest.raises(ConfigError):
+        reproduce(write(tmp_path / "plan.yaml", plan), str(data_dir))
+    results = tmp_path / "results"
+    kept = sorted(
+        str(p.parent.relative_to(results)) for p in results.rglob("stage.json") if "rows" not in p.parts
+    )
+    assert kept == [
+        "encoders/raw",
+        "runs/raw/unsup-simcse/avg-lr-0-001/seed-3",
+        "runs/raw/unsup-simcse/avg-lr-0-01/seed-3",
+        "runs/raw/unsup-simcse/avg-lr-0-01/seed-4",
+    ] or kept == [
+        "encoders/raw",
+        "runs/raw/unsup-simcse/avg-lr-0-001/seed-3",
+        "runs/raw/unsup-simcse/avg-lr-0-001/seed-4",
+        "runs/raw/unsup-simcse/avg-lr-0-01/seed-3",
+    ]
+    assert not list(results.rglob("*.safetensors"))
+    assert json.loads((results / ".sentcl-folder.json").read_text())["entries"] == [
+        "encoders",
+        "rows",
+        "runs",
+    ]
+    measured = sorted(str(p.parent.relative_to(results / "rows")) for p in results.rglob("rows/**/row.json"))
+    assert len(measured) == 2 + 2 * 2 + 2  # the baselines, the post-processed rows, unsup SimCSE's two seeds
+
+    del plan["methods"]["broken"]
+    fresh = plan | {"output_dir": str(tmp_path / "fresh")}
+    _, outcomes = reproduce(write(tmp_path / "fresh.yaml", fresh), str(data_dir))
+    ran = [o.name for o in outcomes if o.action == "ran"]
+    assert ran == []  # every model it trained was measured before the failure: nothing is trained again

@@ -12,6 +12,8 @@ from pathlib import Path
 from sentcl.evaluation import resolve_data_dir
 from sentcl.reproduction.document import encoder_section, write_document
 from sentcl.reproduction.pipeline import (
+    Row,
+    RowResult,
     StageOutcome,
     export_results,
     import_results,
@@ -30,8 +32,14 @@ def reproduce(plan_path: str | Path, data_dir: str | None = None) -> tuple[Path,
     imported = import_results(plan)
     if imported:
         logger.info("%d stages taken from %s", imported, plan.results)
-    rows, pretrain_dirs, searches = plan_rows(plan, data, outcomes)
-    results = measure_rows(plan, rows, data, outcomes)
+    measured: dict[Path, RowResult] = {}
+
+    def measure_now(rows: list[Row]) -> None:
+        for result in measure_rows(plan, rows, data, outcomes):
+            measured[result.row.folder] = result
+
+    rows, pretrain_dirs, searches = plan_rows(plan, data, outcomes, measure_now)
+    results = [measured[row.folder] for row in rows]
     used = [row.folder for row in rows] + [row.run_dir for row in rows if row.run_dir is not None]
     used += [c.run_dir for search in searches for c in search.candidates]
     used += [folder for folder in pretrain_dirs.values() if folder is not None]

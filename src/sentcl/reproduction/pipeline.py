@@ -16,15 +16,16 @@ import logging
 import re
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from sentcl import precision
+from sentcl import __version__, precision
 from sentcl.analysis.report import ModelAnalysis, analyse, read_trajectory
-from sentcl.atomic_write import atomic_file
+from sentcl.atomic_write import MARKER, atomic_file, check_replaceable
 from sentcl.config import ConfigError, apply_overrides, load_yaml
 from sentcl.embedder import CachedEmbedder, Embedder
 from sentcl.evaluation.sts import STSEvaluator, correlate, cosine_scores
@@ -84,10 +85,21 @@ class Stage:
     key left a checkpoint. The folder is wiped before a fresh run, so no output of another key survives.
     """
 
-    def __init__(self, folder: Path, key: str, name: str, outcomes: list[StageOutcome], force: bool = False):
+    def __init__(
+        self,
+        folder: Path,
+        key: str,
+        name: str,
+        outcomes: list[StageOutcome],
+        force: bool = False,
+        plan: Plan | None = None,
+    ):
         """``force``: run it again though it is done (its outputs, weights among them, are needed and absent:
-        the stage came from the plan's committed results)."""
+        the stage came from the plan's committed results). ``plan``: a stage that finishes has its small
+        files kept in the plan's results folder at once (:func:`keep_stage`), so an interrupted
+        reproduction loses none of what it finished."""
         self.folder, self.key, self.name, self.outcomes = folder, key, name, outcomes
+        self.plan = plan
         record = read_stage(folder)
         self.needed = force or not (record.get("key") == key and record.get("done"))
         self.resume = (
@@ -118,6 +130,8 @@ class Stage:
         seconds = time.perf_counter() - self.started
         write_stage(self.folder, {"key": self.key, "name": self.name, "done": True, "seconds": seconds})
         self.outcomes.append(StageOutcome(self.name, "resumed" if self.resume else "ran", seconds))
+        if self.plan is not None:
+            keep_stage(self.plan, self.folder)
 
 
 @dataclass
@@ -201,7 +215,7 @@ def build_encoder(
     folder = plan.output_dir / "encoders" / slug(spec.name)
 
     def produce(force: bool = False) -> None:
-        with Stage(folder, key, f"pretrain {spec.name}", outcomes, force) as stage:
+        with Stage(folder, key, f"pretrain {spec.name}", outcomes, force, plan) as stage:
             if stage.needed:
                 run_stage("pretrain", load_run_recipe("pretrain", spec.pretrain, overrides), stage, data_dir)
 
@@ -226,7 +240,7 @@ def ensure_weights(plan: Plan, model: str) -> None:
     path = Path(model)
     if any((candidate / "config.json").is_file() for candidate in (path, path / "model")):
         return
-    for candidate in (path, path / "model"):
+    for candidate in (path, path / "model", path.parent):  # a row reads a run's model/: its run made it
         producer = plan.producers.get(str(candidate))
         if producer is not None:
             logger.info(
@@ -276,7 +290,7 @@ def train_run(
     training["autocast"] = precision.decide(training.get("autocast", "auto"), "cpu")
 
     def produce(force: bool = False) -> None:
-        with Stage(folder, key, name, outcomes, force) as stage:
+        with Stage(folder, key, name, outcomes, force, plan) as stage:
             if stage.needed:
                 ensure_weights(plan, model)
                 for value in overrides.values():  # {model_of: …} resolved to another run's folder
@@ -402,24 +416,35 @@ def search_method(
 
 
 def plan_rows(
-    plan: Plan, data_dir: Path, outcomes: list[StageOutcome]
+    plan: Plan, data_dir: Path, outcomes: list[StageOutcome], measure_now: Callable[[list[Row]], None]
 ) -> tuple[list[Row], dict[str, Path | None], list[MethodSearch]]:
     """Pre-train and train whatever the plan needs; return every row to measure, in table order, and
-    each method's search."""
+    each method's search. ``measure_now`` is handed each group of rows as soon as its models exist (an
+    encoder's baselines, then each method's seeds), so a plan cut short has measured, and kept, whatever
+    it trained: its weights are not kept, and measuring later would train it again."""
     rows: list[Row] = []
     pretrain_dirs: dict[str, Path | None] = {}
     searches: list[MethodSearch] = []
+
+    def add(new: list[Row]) -> None:
+        for row in new:
+            row.folder = plan.output_dir / "rows" / slug(row.encoder) / slug(row.label)
+            if row.seed is not None:
+                row.folder = row.folder / f"seed-{row.seed}"
+        rows.extend(new)
+        measure_now(new)
+
     for spec in plan.encoders:
         model, key, pretrain_dir = build_encoder(plan, spec, data_dir, outcomes)
         pretrain_dirs[spec.name] = pretrain_dir
-        for pooler in spec.baselines:
-            rows.append(Row(spec.name, pooler, "baseline", model, pooler=pooler, upstream=key))
+        untrained = [Row(spec.name, p, "baseline", model, pooler=p, upstream=key) for p in spec.baselines]
         for pooler in spec.postprocess_on:
             for name in spec.postprocess:
                 label = f"{pooler} + {name}"
-                rows.append(
+                untrained.append(
                     Row(spec.name, label, "postprocess", model, pooler, postprocess=name, upstream=key)
                 )
+        add(untrained)
         chosen: dict[str, tuple[Path, str]] = {}
         for name in spec.methods:
             search, runs = search_method(
@@ -427,8 +452,8 @@ def plan_rows(
             )
             searches.append(search)
             chosen[name] = (runs[0][1], runs[0][2])
-            for seed, run_dir, run_key in runs:
-                rows.append(
+            add(
+                [
                     Row(
                         spec.name,
                         name,
@@ -439,11 +464,9 @@ def plan_rows(
                         upstream=run_key,
                         seed=seed,
                     )
-                )
-    for row in rows:
-        row.folder = plan.output_dir / "rows" / slug(row.encoder) / slug(row.label)
-        if row.seed is not None:
-            row.folder = row.folder / f"seed-{row.seed}"
+                    for seed, run_dir, run_key in runs
+                ]
+            )
     return rows, pretrain_dirs, searches
 
 
@@ -510,7 +533,8 @@ def measure_rows(
     fit_sentences: list[str] | None = None
     results = []
     for row in rows:
-        with Stage(row.folder, row.key(plan), f"measure {row.encoder}: {row.label}", outcomes) as stage:
+        name = f"measure {row.encoder}: {row.label}"
+        with Stage(row.folder, row.key(plan), name, outcomes, plan=plan) as stage:
             if stage.needed:
                 cache_key = (row.model, row.pooler)
                 embedder: Embedder | None = embedders.get(cache_key)
@@ -566,13 +590,36 @@ def import_results(plan: Plan) -> int:
     return copied
 
 
+RESULTS_KIND = "reproduction results"
+
+
+def keep_stage(plan: Plan, folder: Path) -> None:
+    """Copy one finished stage's small files into ``plan.results`` now (stage.json last, so a stage there
+    is complete when it says done); the marker lists what the folder holds, so the final
+    :func:`export_results` may replace it. Without this, a plan cut short (a session's end, a reboot)
+    left nothing to commit of the hours it had run."""
+    if plan.results is None or not folder.is_relative_to(plan.output_dir):
+        return
+    check_replaceable(plan.results, RESULTS_KIND)  # a user's folder there is never added to
+    target = plan.results / folder.relative_to(plan.output_dir)
+    target.mkdir(parents=True, exist_ok=True)
+    for name in sorted(RESULT_FILES, key=lambda n: n == STAGE_FILE):
+        if (folder / name).is_file():
+            with atomic_file(target / name, mode="wb", encoding=None) as handle:
+                handle.write((folder / name).read_bytes())
+    entries = sorted(entry.name for entry in plan.results.iterdir() if entry.name != MARKER)
+    with atomic_file(plan.results / MARKER) as handle:
+        json.dump({"kind": RESULTS_KIND, "entries": entries, "sentcl": __version__}, handle, indent=2)
+        handle.write("\n")
+
+
 def export_results(plan: Plan, folders: list[Path]) -> None:
     """Write the small files of the stages this report used into ``plan.results`` (replacing it whole)."""
     if plan.results is None:
         return
     from sentcl.atomic_write import atomic_folder
 
-    with atomic_folder(plan.results, "reproduction results", overwrite=False) as tmp:
+    with atomic_folder(plan.results, RESULTS_KIND, overwrite=False) as tmp:
         for folder in folders:
             for name in RESULT_FILES:
                 source = folder / name

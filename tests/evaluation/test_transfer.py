@@ -237,3 +237,32 @@ def test_the_probes_leave_the_callers_torch_threads_as_they_were():
     x, y = noisy_linear(60)
     protocols.inner_kfold(protocols.ProbeConfig(protocol="simcse", kfold=2, max_epoch=4), x, y, jobs=1)
     assert torch.get_num_threads() == before
+
+
+def test_the_stacked_probes_give_the_numbers_of_senteval_one_classifier_at_a_time():
+    """The simcse protocol's classifiers trained together (one stacked model per training-set size) give
+    every procedure's numbers of SentEval's classifier run one after another, and each kept model is the
+    one-at-a-time model's best epoch (weights equal to float rounding)."""
+    x, y = noisy_linear(180, seed=11)
+    xt, yt = noisy_linear(70, seed=12)
+    x3, y3 = noisy_linear(150, classes=3, seed=13)
+    results = []
+    for stacked in (False, True):
+        config = protocols.ProbeConfig(protocol="simcse", kfold=3, tenacity=2, stacked=stacked)
+        results.append(
+            (
+                protocols.inner_kfold(config, x, y, jobs=1),
+                protocols.kfold(config, (x, y), (xt, yt), jobs=1, f1=True),
+                protocols.kfold(config, (x3, y3), (xt, yt % 3), jobs=1),
+                protocols.split(config, (x, y), (xt[:35], yt[:35]), (xt[35:], yt[35:]), jobs=1),
+            )
+        )
+    assert results[0] == results[1]
+    config = protocols.ProbeConfig(protocol="simcse", tenacity=2)
+    fits = [protocols.Fit(np.arange(120), reg, np.arange(120, 180)) for reg in config.grid("inner")]
+    fits.append(protocols.Fit(np.arange(121), 1e-3))  # another size, and SentEval's own 5 % validation
+    stacked = protocols.fit_all(config, x, y, fits, 2, jobs=1)
+    for fit, model in zip(fits, stacked, strict=True):
+        single = protocols._single(config, x, y, fit, 2).model[0]
+        np.testing.assert_allclose(model.weight.numpy(), single.weight.detach().numpy(), atol=1e-5)
+        np.testing.assert_allclose(model.bias.numpy(), single.bias.detach().numpy(), atol=1e-5)

@@ -9,7 +9,8 @@ from sentcl.training import load_recipe
 from sentcl.training.pretrain import load_pretrain_recipe
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIGS = sorted((ROOT / "configs").rglob("*.yaml"))
+RESULTS = ROOT / "configs" / "reproduce" / "results"  # the runs' own config.yaml files, not recipes
+CONFIGS = sorted(p for p in (ROOT / "configs").rglob("*.yaml") if not p.is_relative_to(RESULTS))
 
 
 def test_there_are_recipes():

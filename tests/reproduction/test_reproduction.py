@@ -9,7 +9,7 @@ from sentcl.analysis.report import ModelAnalysis
 from sentcl.config import ConfigError
 from sentcl.reproduction import load_plan, reproduce
 from sentcl.reproduction.claims import Measured, judge
-from sentcl.reproduction.pipeline import Candidate, Stage, choose, read_stage
+from sentcl.reproduction.pipeline import Candidate, Stage, choose, read_stage, this_machine
 from tests.conftest import SENTENCES
 
 ARCHITECTURE = {
@@ -366,6 +366,8 @@ def test_a_plan_cut_short_keeps_what_it_finished_in_the_results(setup):
         "runs/raw/unsup-simcse/avg-lr-0-01/seed-3",
     ]
     assert not list(results.rglob("*.safetensors"))
+    record = json.loads((results / "encoders" / "raw" / "stage.json").read_text())
+    assert record["done"] and record["machine"].startswith(this_machine().split(",")[0])  # who ran it
     assert json.loads((results / ".sentcl-folder.json").read_text())["entries"] == [
         "encoders",
         "rows",
@@ -378,4 +380,5 @@ def test_a_plan_cut_short_keeps_what_it_finished_in_the_results(setup):
     fresh = plan | {"output_dir": str(tmp_path / "fresh")}
     _, outcomes = reproduce(write(tmp_path / "fresh.yaml", fresh), str(data_dir))
     ran = [o.name for o in outcomes if o.action == "ran"]
+    assert all(o.machine == this_machine() for o in outcomes)  # the committed stages say where they ran
     assert ran == []  # every model it trained was measured before the failure: nothing is trained again

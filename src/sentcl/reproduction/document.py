@@ -452,8 +452,14 @@ def write_document(
 ) -> Path:
     ran = sum(o.seconds for o in outcomes if o.action != "cached")
     total = sum(o.seconds for o in outcomes)
-    timing = ["| stage | this run | seconds |", "|---|---|---:|"]
-    timing += [f"| {o.name} | {o.action} | {o.seconds:.0f} |" for o in outcomes]
+    machines: dict[str, list[float]] = {}
+    for o in outcomes:
+        machines.setdefault(o.machine or "not recorded", []).append(o.seconds)
+    where = "; ".join(
+        f"{len(times)} stages, {sum(times) / 60:.1f} min on {machine}" for machine, times in machines.items()
+    )
+    timing = ["| stage | this run | seconds | machine |", "|---|---|---:|---|"]
+    timing += [f"| {o.name} | {o.action} | {o.seconds:.0f} | {o.machine} |" for o in outcomes]
     text = "\n".join(
         [
             f"# {plan.title}",
@@ -465,8 +471,9 @@ def write_document(
             *sections,
             "## Stages and time",
             "",
-            f"All stages from scratch: {total / 60:.1f} min on the machine that ran them; this run computed "
-            f"{ran / 60:.1f} min of it and took the rest from the cache in `{plan.output_dir}`.",
+            f"All stages from scratch: {total / 60:.1f} min on the machines that ran them ({where}); this "
+            f"run computed {ran / 60:.1f} min of it and took the rest from the cache in "
+            f"`{plan.output_dir}` or the committed results.",
             "",
             *timing,
             "",

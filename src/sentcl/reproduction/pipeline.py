@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from sentcl import __version__, precision
 from sentcl.analysis.report import ModelAnalysis, analyse, read_trajectory
@@ -30,6 +31,7 @@ from sentcl.config import ConfigError, apply_overrides, load_yaml
 from sentcl.embedder import CachedEmbedder, Embedder
 from sentcl.evaluation.sts import STSEvaluator, correlate, cosine_scores
 from sentcl.evaluation.sts_data import load_task
+from sentcl.hardware import detect
 from sentcl.model import SentenceEncoder
 from sentcl.postprocess import POSTPROCESSORS, PostProcessedEmbedder, fit_postprocessor
 from sentcl.postprocess.corpus import fit_corpus
@@ -71,11 +73,23 @@ def write_stage(folder: Path, record: dict) -> None:
 
 @dataclass
 class StageOutcome:
-    """What a stage did in this run: ``cached``, ``resumed`` or ``ran`` (with its own seconds)."""
+    """What a stage did in this run: ``cached``, ``resumed`` or ``ran`` (with its own seconds, and the
+    machine that ran it: a plan finished over several sessions may have run on several)."""
 
     name: str
     action: str
     seconds: float
+    machine: str = ""
+
+
+def this_machine() -> str:
+    """The CPU's model name (/proc/cpuinfo), the cores torch sees, and what sentcl detects of it."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        lines = []
+    names = [line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")]
+    return f"{names[0] if names else 'CPU'}, {torch.get_num_threads()} threads, {detect('cpu').describe()}"
 
 
 class Stage:
@@ -110,7 +124,8 @@ class Stage:
 
     def __enter__(self) -> Stage:
         if not self.needed:
-            self.outcomes.append(StageOutcome(self.name, "cached", float(self.record.get("seconds", 0.0))))
+            seconds, machine = float(self.record.get("seconds", 0.0)), str(self.record.get("machine", ""))
+            self.outcomes.append(StageOutcome(self.name, "cached", seconds, machine))
             return self
         if not self.resume and self.folder.exists():
             if any(self.folder.iterdir()) and not (self.folder / STAGE_FILE).is_file():
@@ -127,9 +142,10 @@ class Stage:
     def __exit__(self, kind, value, traceback) -> None:
         if not self.needed or kind is not None:
             return
-        seconds = time.perf_counter() - self.started
-        write_stage(self.folder, {"key": self.key, "name": self.name, "done": True, "seconds": seconds})
-        self.outcomes.append(StageOutcome(self.name, "resumed" if self.resume else "ran", seconds))
+        seconds, machine = time.perf_counter() - self.started, this_machine()
+        record = {"key": self.key, "name": self.name, "done": True, "seconds": seconds, "machine": machine}
+        write_stage(self.folder, record)
+        self.outcomes.append(StageOutcome(self.name, "resumed" if self.resume else "ran", seconds, machine))
         if self.plan is not None:
             keep_stage(self.plan, self.folder)
 

@@ -56,14 +56,18 @@ def _save(fig, path: str | Path) -> Path:
 
 def plot_alignment_uniformity(points: Sequence[PlanePoint], path: str | Path) -> Path:
     fig, ax = plt.subplots(figsize=(6 if len(points) <= 8 else 8.5, 4.5))
-    for color, point in zip(_colors(len(points)), points, strict=True):
+    markers = ("*", "P", "X", "D")  # past tab20's 20 colours, the marker tells two points apart
+    for index, (color, point) in enumerate(zip(_colors(len(points)), points, strict=True)):
         if point.trajectory:
             steps, aligns, uniforms = zip(*point.trajectory, strict=True)
             ax.plot(uniforms, aligns, "-", color=color, alpha=0.6)
             ax.scatter(uniforms, aligns, s=12, color=color, alpha=0.6)
             ax.annotate(str(steps[0]), (uniforms[0], aligns[0]), fontsize=7, color=color)
             ax.annotate(str(steps[-1]), (uniforms[-1], aligns[-1]), fontsize=7, color=color)
-        ax.scatter([point.uniform], [point.align], s=60, color=color, marker="*", label=point.label, zorder=3)
+        marker = markers[index // 20 % len(markers)]
+        ax.scatter(
+            [point.uniform], [point.align], s=60, color=color, marker=marker, label=point.label, zorder=3
+        )
     ax.set_xlabel(r"$\ell_{uniform}$ (lower: more uniform)")
     ax.set_ylabel(r"$\ell_{align}$ (lower: positives closer)")
     ax.set_title("Alignment and uniformity (STS-B, gold > 4 as positives)")
@@ -137,7 +141,7 @@ def plot_leaderboard(
     and each reference row (the untrained start, a post-processed encoder) as a vertical line."""
     path = Path(path)
     order = sorted(bars, key=lambda bar: bar[1])
-    fig, ax = plt.subplots(figsize=(7.5, 0.42 * len(order) + 1.6))
+    fig, ax = plt.subplots(figsize=(10.5, 0.42 * len(order) + 1.6))
     positions = np.arange(len(order))
     ax.barh(
         positions,
@@ -157,11 +161,11 @@ def plot_leaderboard(
         margin = 0.1 * (max(highs) - min(lows) + 1.0)
         ax.set_xlim(min(lows) - margin, max(highs) + margin)
     ax.set_xlabel(metric)
-    if references:
-        ax.legend(loc="lower right", fontsize=8)
+    if references:  # beside the axes: inside, it covered the bars' ends and error bars
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, borderaxespad=0.0)
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path

@@ -53,3 +53,13 @@ def test_paper_hyperparameters():
         False,
         1.0,
     )
+
+
+def test_the_reproductions_committed_results_are_not_ignored_by_git():
+    """A plan's results hold folders named runs/ (its training stages): an ignore rule for the work folder
+    runs/ must not hide them, or a fresh checkout trains every method again."""
+    import subprocess
+
+    for path in ("configs/reproduce/results/cpu/runs/m/seed-1/stage.json", "runs/reproduce/x"):
+        done = subprocess.run(["git", "check-ignore", "-q", path], cwd=ROOT, check=False)
+        assert done.returncode == (0 if path.startswith("runs/") else 1), path

@@ -27,15 +27,8 @@ from sentcl.embedder import CachedEmbedder
 from sentcl.evaluation import resolve_data_dir
 from sentcl.evaluation.senteval_protocols import inner_kfold, kfold, split
 from sentcl.evaluation.transfer import TRANSFER_TASKS, TransferEvaluator
-from sentcl.hardware import detect
+from sentcl.hardware import describe_machine
 from sentcl.model import SentenceEncoder
-
-
-def machine() -> str:
-    """The CPU's model name (/proc/cpuinfo), its core count and what sentcl detects of it."""
-    names = [line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-             if line.startswith("model name")]  # fmt: skip
-    return f"{names[0] if names else 'CPU'}, {len(names)} cores, {detect('cpu').describe()}"
 
 
 def features(evaluator: TransferEvaluator, model: str, path: Path) -> dict[str, np.ndarray]:
@@ -91,7 +84,7 @@ def main() -> int:
         return 1
     arrays = features(evaluator, args.model, Path(args.features))
     reference = set(filter(None, args.reference.split(",")))
-    print(f"machine: {machine()}; protocol {args.protocol}; jobs {args.jobs}")
+    print(f"machine: {describe_machine()}; protocol {args.protocol}; jobs {args.jobs}")
     print("| task | devacc / acc [/ F1] | s | one at a time | s | equal |")
     print("|---|---:|---:|---:|---:|---|")
     rows, worst = [], 0.0
@@ -115,7 +108,7 @@ def main() -> int:
     total = sum(r["seconds"] for r in rows)
     print(f"all {len(rows)} tasks: {total:.1f} s")
     if args.json:
-        Path(args.json).write_text(json.dumps({"machine": machine(), "rows": rows}, indent=2))
+        Path(args.json).write_text(json.dumps({"machine": describe_machine(), "rows": rows}, indent=2))
     return 1 if worst > 0.01 else 0
 
 

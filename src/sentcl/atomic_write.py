@@ -160,6 +160,14 @@ def publish(folder: Path) -> None:
                 path.chmod(0o666 & ~mask)
 
 
+def mark_folder(folder: Path, kind: str) -> None:
+    """Write ``folder``'s marker: sentcl's ``kind`` folder, holding what is in it now."""
+    entries = sorted(entry.name for entry in folder.iterdir() if entry.name != MARKER)
+    with atomic_file(folder / MARKER) as handle:
+        json.dump({"kind": kind, "entries": entries, "sentcl": __version__}, handle, indent=2)
+        handle.write("\n")
+
+
 @contextlib.contextmanager
 def atomic_folder(path: str | Path, kind: str, overwrite: bool = False, what: str = "") -> Iterator[Path]:
     """Yield an empty temporary folder; on success it replaces ``path``, marked as sentcl's ``kind`` folder.
@@ -172,9 +180,7 @@ def atomic_folder(path: str | Path, kind: str, overwrite: bool = False, what: st
     try:
         yield tmp
         publish(tmp)
-        entries = sorted(entry.name for entry in tmp.iterdir() if entry.name != MARKER)
-        record = {"kind": kind, "entries": entries, "sentcl": __version__}
-        (tmp / MARKER).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        mark_folder(tmp, kind)
         check_replaceable(path, kind, overwrite, what)  # nothing of the user's appeared meanwhile
         if path.exists() and _exchange(tmp, path):
             shutil.rmtree(tmp, ignore_errors=True)  # it now holds the previous version

@@ -66,6 +66,17 @@ class Hardware:
         return f"CPU {self.cpu_capability}" + (f" with {', '.join(extras)}" if extras else "")
 
 
+def describe_machine() -> str:
+    """This machine in one line, for records of where a figure was measured: the CPU's model name
+    (/proc/cpuinfo), the threads torch uses and what :func:`detect` finds."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        lines = []
+    names = [line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")]
+    return f"{names[0] if names else 'CPU'}, {torch.get_num_threads()} threads, {detect('cpu').describe()}"
+
+
 def detect(device: torch.device | str = "cpu") -> Hardware:
     device = torch.device(device)
     if device.type == "cuda":

@@ -7,9 +7,10 @@ import yaml
 
 from sentcl.analysis.report import ModelAnalysis
 from sentcl.config import ConfigError
+from sentcl.hardware import describe_machine
 from sentcl.reproduction import load_plan, reproduce
 from sentcl.reproduction.claims import Measured, judge
-from sentcl.reproduction.pipeline import Candidate, Stage, choose, read_stage, this_machine
+from sentcl.reproduction.pipeline import Candidate, Stage, choose, read_stage
 from tests.conftest import SENTENCES
 
 ARCHITECTURE = {
@@ -367,7 +368,7 @@ def test_a_plan_cut_short_keeps_what_it_finished_in_the_results(setup):
     ]
     assert not list(results.rglob("*.safetensors"))
     record = json.loads((results / "encoders" / "raw" / "stage.json").read_text())
-    assert record["done"] and record["machine"].startswith(this_machine().split(",")[0])  # who ran it
+    assert record["done"] and record["machine"].startswith(describe_machine().split(",")[0])  # who ran it
     assert json.loads((results / ".sentcl-folder.json").read_text())["entries"] == [
         "encoders",
         "rows",
@@ -380,5 +381,5 @@ def test_a_plan_cut_short_keeps_what_it_finished_in_the_results(setup):
     fresh = plan | {"output_dir": str(tmp_path / "fresh")}
     _, outcomes = reproduce(write(tmp_path / "fresh.yaml", fresh), str(data_dir))
     ran = [o.name for o in outcomes if o.action == "ran"]
-    assert all(o.machine == this_machine() for o in outcomes)  # the committed stages say where they ran
+    assert all(o.machine == describe_machine() for o in outcomes)  # the committed stages say where they ran
     assert ran == []  # every model it trained was measured before the failure: nothing is trained again

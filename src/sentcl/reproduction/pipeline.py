@@ -22,16 +22,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
-from sentcl import __version__, precision
+from sentcl import precision
 from sentcl.analysis.report import ModelAnalysis, analyse, read_trajectory
-from sentcl.atomic_write import MARKER, atomic_file, check_replaceable
+from sentcl.atomic_write import atomic_file, atomic_folder, check_replaceable, mark_folder
 from sentcl.config import ConfigError, apply_overrides, load_yaml
 from sentcl.embedder import CachedEmbedder, Embedder
 from sentcl.evaluation.sts import STSEvaluator, correlate, cosine_scores
 from sentcl.evaluation.sts_data import load_task
-from sentcl.hardware import detect
+from sentcl.hardware import describe_machine
 from sentcl.model import SentenceEncoder
 from sentcl.postprocess import POSTPROCESSORS, PostProcessedEmbedder, fit_postprocessor
 from sentcl.postprocess.corpus import fit_corpus
@@ -80,16 +79,6 @@ class StageOutcome:
     action: str
     seconds: float
     machine: str = ""
-
-
-def this_machine() -> str:
-    """The CPU's model name (/proc/cpuinfo), the cores torch sees, and what sentcl detects of it."""
-    try:
-        lines = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        lines = []
-    names = [line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")]
-    return f"{names[0] if names else 'CPU'}, {torch.get_num_threads()} threads, {detect('cpu').describe()}"
 
 
 class Stage:
@@ -142,7 +131,7 @@ class Stage:
     def __exit__(self, kind, value, traceback) -> None:
         if not self.needed or kind is not None:
             return
-        seconds, machine = time.perf_counter() - self.started, this_machine()
+        seconds, machine = time.perf_counter() - self.started, describe_machine()
         record = {"key": self.key, "name": self.name, "done": True, "seconds": seconds, "machine": machine}
         write_stage(self.folder, record)
         self.outcomes.append(StageOutcome(self.name, "resumed" if self.resume else "ran", seconds, machine))
@@ -585,6 +574,16 @@ RESULT_FILES = (
 )
 
 
+def _copy_stage(source: Path, target: Path) -> None:
+    """A stage's small files from one folder to another, stage.json last: a stage there that says done
+    is complete."""
+    target.mkdir(parents=True, exist_ok=True)
+    for name in sorted(RESULT_FILES, key=lambda n: n == STAGE_FILE):
+        if (source / name).is_file():
+            with atomic_file(target / name, mode="wb", encoding=None) as handle:
+                handle.write((source / name).read_bytes())
+
+
 def import_results(plan: Plan) -> int:
     """Copy the committed stages (``plan.results``) into ``plan.output_dir`` where that stage is not there
     yet: a fresh checkout then regenerates the report from them and runs only the stages whose key
@@ -594,15 +593,10 @@ def import_results(plan: Plan) -> int:
         return 0
     copied = 0
     for record in sorted(plan.results.rglob(STAGE_FILE)):
-        source = record.parent
-        target = plan.output_dir / source.relative_to(plan.results)
-        if (target / STAGE_FILE).exists():
-            continue
-        target.mkdir(parents=True, exist_ok=True)
-        for name in sorted(RESULT_FILES, key=lambda n: n == STAGE_FILE):  # stage.json last: done = complete
-            if (source / name).is_file():
-                shutil.copyfile(source / name, target / name)
-        copied += 1
+        target = plan.output_dir / record.parent.relative_to(plan.results)
+        if not (target / STAGE_FILE).exists():
+            _copy_stage(record.parent, target)
+            copied += 1
     return copied
 
 
@@ -617,24 +611,14 @@ def keep_stage(plan: Plan, folder: Path) -> None:
     if plan.results is None or not folder.is_relative_to(plan.output_dir):
         return
     check_replaceable(plan.results, RESULTS_KIND)  # a user's folder there is never added to
-    target = plan.results / folder.relative_to(plan.output_dir)
-    target.mkdir(parents=True, exist_ok=True)
-    for name in sorted(RESULT_FILES, key=lambda n: n == STAGE_FILE):
-        if (folder / name).is_file():
-            with atomic_file(target / name, mode="wb", encoding=None) as handle:
-                handle.write((folder / name).read_bytes())
-    entries = sorted(entry.name for entry in plan.results.iterdir() if entry.name != MARKER)
-    with atomic_file(plan.results / MARKER) as handle:
-        json.dump({"kind": RESULTS_KIND, "entries": entries, "sentcl": __version__}, handle, indent=2)
-        handle.write("\n")
+    _copy_stage(folder, plan.results / folder.relative_to(plan.output_dir))
+    mark_folder(plan.results, RESULTS_KIND)
 
 
 def export_results(plan: Plan, folders: list[Path]) -> None:
     """Write the small files of the stages this report used into ``plan.results`` (replacing it whole)."""
     if plan.results is None:
         return
-    from sentcl.atomic_write import atomic_folder
-
     with atomic_folder(plan.results, RESULTS_KIND, overwrite=False) as tmp:
         for folder in folders:
             for name in RESULT_FILES:

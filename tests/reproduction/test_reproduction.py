@@ -383,3 +383,40 @@ def test_a_plan_cut_short_keeps_what_it_finished_in_the_results(setup):
     ran = [o.name for o in outcomes if o.action == "ran"]
     assert all(o.machine == describe_machine() for o in outcomes)  # the committed stages say where they ran
     assert ran == []  # every model it trained was measured before the failure: nothing is trained again
+
+
+def test_report_only_runs_nothing_and_names_what_it_leaves_out(setup):
+    """``--report-only`` writes the report from the stages done so far: the methods not run yet are named,
+    nothing is trained or measured, and the committed results keep every stage (none is trimmed)."""
+    tmp_path, plan, data_dir = setup
+    plan["extend"] = {}
+    full = json.loads(json.dumps(plan))
+    plan["methods"] = {"unsup SimCSE": plan["methods"]["unsup SimCSE"] | {"poolers": ["avg"]}}
+    reproduce(write(tmp_path / "plan.yaml", plan), str(data_dir))
+    results = tmp_path / "results"
+    before = sorted(str(p.relative_to(results)) for p in results.rglob("*") if p.is_file())
+    stages = sorted(str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").rglob("stage.json"))
+
+    full["methods"]["unsup SimCSE"]["poolers"] = ["avg"]
+    report, outcomes = reproduce(write(tmp_path / "full.yaml", full), str(data_dir), report_only=True)
+    assert outcomes and all(o.action == "cached" for o in outcomes)
+    out = tmp_path / "out"
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("stage.json")) == stages
+    assert sorted(str(p.relative_to(results)) for p in results.rglob("*") if p.is_file()) == before
+    text = report.read_text()
+    assert "**Unfinished.**" in text and "The stages done so far:" in text
+    assert "- `raw`: sup SimCSE (first stage not done: train sup SimCSE [lr 0.001] seed 3 from raw)" in text
+    assert "- `raw`: DCLR (first stage not done: train DCLR [lr 0.001] seed 3 from raw)" in text
+    assert "| unsup SimCSE |" in text and text.count("| sup SimCSE |") == 1  # the paper's row, none measured
+    assert "| sup SimCSE | 81.57 | no row (not in the plan, or not run yet) |" in text
+
+    elsewhere = full | {"output_dir": str(tmp_path / "other"), "results": None}  # not even the encoder
+    report, outcomes = reproduce(write(tmp_path / "other.yaml", elsewhere), str(data_dir), report_only=True)
+    assert outcomes == [] and not (tmp_path / "other").exists()
+    text = report.read_text()
+    assert "- `raw`: the encoder (first stage not done: pretrain raw)" in text
+    assert "- `raw`: not run yet." in text
+
+    _, outcomes = reproduce(write(tmp_path / "full.yaml", full), str(data_dir))  # the full run does the rest
+    ran = {o.name.split(" [")[0] for o in outcomes if o.action == "ran"}
+    assert ran >= {"train sup SimCSE", "train DCLR"} and "pretrain raw" not in ran

@@ -329,6 +329,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("plan", help="YAML plan, e.g. configs/reproduce/cpu.yaml")
     p.add_argument("--data-dir", help="evaluation data (default: $SENTCL_DATA, else the download cache)")
+    p.add_argument(
+        "--report-only",
+        action="store_true",
+        help="run no stage: write the report from the stages done so far, naming what is not run yet",
+    )
     return parser
 
 
@@ -743,7 +748,7 @@ def run_analyze(args: argparse.Namespace) -> int:
 def run_reproduce(args: argparse.Namespace) -> int:
     from sentcl.reproduction import reproduce
 
-    report, outcomes = reproduce(args.plan, args.data_dir)
+    report, outcomes = reproduce(args.plan, args.data_dir, report_only=args.report_only)
     for outcome in outcomes:
         print(f"{outcome.action:>8}  {outcome.seconds:8.0f} s  {outcome.name}")
     print(f"report: {report}")

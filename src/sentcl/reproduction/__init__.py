@@ -12,6 +12,7 @@ from pathlib import Path
 from sentcl.evaluation import resolve_data_dir
 from sentcl.reproduction.document import encoder_section, write_document
 from sentcl.reproduction.pipeline import (
+    Pending,
     Row,
     RowResult,
     StageOutcome,
@@ -25,8 +26,14 @@ from sentcl.reproduction.plan import Plan, load_plan
 logger = logging.getLogger(__name__)
 
 
-def reproduce(plan_path: str | Path, data_dir: str | None = None) -> tuple[Path, list[StageOutcome]]:
+def reproduce(
+    plan_path: str | Path, data_dir: str | None = None, report_only: bool = False
+) -> tuple[Path, list[StageOutcome]]:
+    """Run the plan's stages that are not done, then write its report. ``report_only``: run none, and
+    write the report from the stages done so far (cached or committed), naming what it leaves out; the
+    committed results are added to, never trimmed."""
     plan: Plan = load_plan(plan_path)
+    plan.report_only = report_only
     data = resolve_data_dir(data_dir)
     outcomes: list[StageOutcome] = []
     imported = import_results(plan)
@@ -38,14 +45,18 @@ def reproduce(plan_path: str | Path, data_dir: str | None = None) -> tuple[Path,
         for result in measure_rows(plan, rows, data, outcomes):
             measured[result.row.folder] = result
 
-    rows, pretrain_dirs, searches = plan_rows(plan, data, outcomes, measure_now)
+    rows, pretrain_dirs, searches, pending = plan_rows(plan, data, outcomes, measure_now)
     results = [measured[row.folder] for row in rows]
-    used = [row.folder for row in rows] + [row.run_dir for row in rows if row.run_dir is not None]
-    used += [c.run_dir for search in searches for c in search.candidates]
-    used += [folder for folder in pretrain_dirs.values() if folder is not None]
-    export_results(plan, sorted(set(used)))
+    if not report_only:  # the stages of a method left out are kept for the run that finishes it
+        used = [row.folder for row in rows] + [row.run_dir for row in rows if row.run_dir is not None]
+        used += [c.run_dir for search in searches for c in search.candidates]
+        used += [folder for folder in pretrain_dirs.values() if folder is not None]
+        export_results(plan, sorted(set(used)))
     sections, summary = [], ["## Summary", ""]
     for spec in plan.encoders:
+        if spec.name not in pretrain_dirs:  # report_only: the encoder itself is not done
+            summary.append(f"- `{spec.name}`: not run yet.")
+            continue
         mine = [r for r in results if r.row.encoder == spec.name]
         text, verdicts = encoder_section(
             plan,
@@ -68,8 +79,20 @@ def reproduce(plan_path: str | Path, data_dir: str | None = None) -> tuple[Path,
             + (f"; not here: {'; '.join(failed)}." if failed else ".")
             + (f" Not judged, because a method never beat its starting model: {len(kept)}." if kept else "")
         )
-    intro = plan.intro.strip() + "\n\n" + "\n".join(summary) + "\n"
-    return write_document(plan, sections, outcomes, intro), outcomes
+    intro = _unfinished(plan, pending) + plan.intro.strip() + "\n\n" + "\n".join(summary) + "\n"
+    return write_document(plan, sections, outcomes, intro, partial=bool(pending)), outcomes
+
+
+def _unfinished(plan: Plan, pending: list[Pending]) -> str:
+    """The notice at the top of a report written from an unfinished plan."""
+    if not pending:
+        return ""
+    items = "\n".join(f"- `{p.encoder}`: {p.what} (first stage not done: {p.stage})" for p in pending)
+    return (
+        f"> **Unfinished.** Written by `sentcl reproduce --report-only {plan.path}` from the stages done so "
+        f"far; {len(pending)} part(s) of the plan have no row yet, and every claim, figure and time below "
+        f"covers only the rows present. `{plan.produced_by}` runs the rest.\n\n{items}\n\n"
+    )
 
 
 __all__ = ["load_plan", "reproduce"]

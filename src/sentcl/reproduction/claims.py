@@ -92,7 +92,7 @@ def judge(
 
     def add(claim: str, rule: str, rows: list[Measured | None], test) -> None:
         if any(r is None for r in rows):
-            verdicts.append(Verdict(claim, rule, None, "a row it needs is not in the plan"))
+            verdicts.append(Verdict(claim, rule, None, "a row it needs is not in the plan, or not run yet"))
             return
         unchanged = [r for r in rows if r is not None and r.kept_start]
         if unchanged:

@@ -286,7 +286,8 @@ def _paper_table(roles: dict[str, Measured | None]) -> str:
     for name, role in mapping.items():
         row = roles.get(role)
         if row is None:
-            lines.append(f"| {name} | {PAPER_STS[name]:.2f} | not in the plan | | | |")
+            absent = "no row (not in the plan, or not run yet)"
+            lines.append(f"| {name} | {PAPER_STS[name]:.2f} | {absent} | | | |")
             continue
         lines.append(
             f"| {name} | {PAPER_STS[name]:.2f} | {row.label} | {row.pooler} | {row.sts('dev')} | "
@@ -449,6 +450,7 @@ def write_document(
     sections: list[str],
     outcomes: Sequence[StageOutcome],
     intro: str,
+    partial: bool = False,
 ) -> Path:
     ran = sum(o.seconds for o in outcomes if o.action != "cached")
     total = sum(o.seconds for o in outcomes)
@@ -460,6 +462,7 @@ def write_document(
     )
     timing = ["| stage | this run | seconds | machine |", "|---|---|---:|---|"]
     timing += [f"| {o.name} | {o.action} | {o.seconds:.0f} | {o.machine} |" for o in outcomes]
+    which = "The stages done so far" if partial else "All stages from scratch"
     text = "\n".join(
         [
             f"# {plan.title}",
@@ -471,7 +474,7 @@ def write_document(
             *sections,
             "## Stages and time",
             "",
-            f"All stages from scratch: {total / 60:.1f} min on the machines that ran them ({where}); this "
+            f"{which}: {total / 60:.1f} min on the machines that ran them ({where}); this "
             f"run computed {ran / 60:.1f} min of it and took the rest from the cache in "
             f"`{plan.output_dir}` or the committed results.",
             "",

@@ -70,6 +70,19 @@ def write_stage(folder: Path, record: dict) -> None:
         json.dump(record, handle, indent=2)
 
 
+class StageNotDoneError(Exception):
+    """Under ``--report-only``: a stage the plan needs is not done (the message names it)."""
+
+
+@dataclass
+class Pending:
+    """What a report written from an unfinished plan leaves out, and the first stage it lacks."""
+
+    encoder: str
+    what: str  # a method's name, or "the encoder" (its pre-training or an untrained row)
+    stage: str
+
+
 @dataclass
 class StageOutcome:
     """What a stage did in this run: ``cached``, ``resumed`` or ``ran`` (with its own seconds, and the
@@ -112,6 +125,8 @@ class Stage:
         self.started = 0.0
 
     def __enter__(self) -> Stage:
+        if self.needed and self.plan is not None and self.plan.report_only:
+            raise StageNotDoneError(self.name)
         if not self.needed:
             seconds, machine = float(self.record.get("seconds", 0.0)), str(self.record.get("machine", ""))
             self.outcomes.append(StageOutcome(self.name, "cached", seconds, machine))
@@ -422,57 +437,72 @@ def search_method(
 
 def plan_rows(
     plan: Plan, data_dir: Path, outcomes: list[StageOutcome], measure_now: Callable[[list[Row]], None]
-) -> tuple[list[Row], dict[str, Path | None], list[MethodSearch]]:
-    """Pre-train and train whatever the plan needs; return every row to measure, in table order, and
-    each method's search. ``measure_now`` is handed each group of rows as soon as its models exist (an
-    encoder's baselines, then each method's seeds), so a plan cut short has measured, and kept, whatever
-    it trained: its weights are not kept, and measuring later would train it again."""
+) -> tuple[list[Row], dict[str, Path | None], list[MethodSearch], list[Pending]]:
+    """Pre-train and train whatever the plan needs; return every row to measure, in table order, each
+    method's search, and what is left out. ``measure_now`` is handed each group of rows as soon as its
+    models exist (an encoder's baselines, then each method's seeds), so a plan cut short has measured, and
+    kept, whatever it trained: its weights are not kept, and measuring later would train it again.
+
+    Under ``plan.report_only`` nothing runs: an encoder or a method with a stage not done yet (or whose
+    ``model_of`` method is left out) is left out as a whole, and listed as :class:`Pending`."""
     rows: list[Row] = []
     pretrain_dirs: dict[str, Path | None] = {}
     searches: list[MethodSearch] = []
+    pending: list[Pending] = []
 
     def add(new: list[Row]) -> None:
         for row in new:
             row.folder = plan.output_dir / "rows" / slug(row.encoder) / slug(row.label)
             if row.seed is not None:
                 row.folder = row.folder / f"seed-{row.seed}"
+        measure_now(new)  # first: rows of a group that cannot be measured are not listed
         rows.extend(new)
-        measure_now(new)
 
     for spec in plan.encoders:
-        model, key, pretrain_dir = build_encoder(plan, spec, data_dir, outcomes)
+        try:
+            model, key, pretrain_dir = build_encoder(plan, spec, data_dir, outcomes)
+            untrained = [Row(spec.name, p, "baseline", model, pooler=p, upstream=key) for p in spec.baselines]
+            for pooler in spec.postprocess_on:
+                for name in spec.postprocess:
+                    label = f"{pooler} + {name}"
+                    untrained.append(
+                        Row(spec.name, label, "postprocess", model, pooler, postprocess=name, upstream=key)
+                    )
+            add(untrained)
+        except StageNotDoneError as missing:
+            pending.append(Pending(spec.name, "the encoder", str(missing)))
+            continue
         pretrain_dirs[spec.name] = pretrain_dir
-        untrained = [Row(spec.name, p, "baseline", model, pooler=p, upstream=key) for p in spec.baselines]
-        for pooler in spec.postprocess_on:
-            for name in spec.postprocess:
-                label = f"{pooler} + {name}"
-                untrained.append(
-                    Row(spec.name, label, "postprocess", model, pooler, postprocess=name, upstream=key)
-                )
-        add(untrained)
         chosen: dict[str, tuple[Path, str]] = {}
         for name in spec.methods:
-            search, runs = search_method(
-                plan, spec, plan.methods[name], model, key, chosen, data_dir, outcomes
-            )
+            method = plan.methods[name]
+            absent = [other for other in method.depends_on() if other not in chosen]
+            if absent:  # only under report_only: the plan orders a method after those it names
+                pending.append(Pending(spec.name, name, f"needs {', '.join(absent)}"))
+                continue
+            try:
+                search, runs = search_method(plan, spec, method, model, key, chosen, data_dir, outcomes)
+                add(
+                    [
+                        Row(
+                            spec.name,
+                            name,
+                            "method",
+                            str(run_dir / "model"),
+                            method=name,
+                            run_dir=run_dir,
+                            upstream=run_key,
+                            seed=seed,
+                        )
+                        for seed, run_dir, run_key in runs
+                    ]
+                )
+            except StageNotDoneError as missing:
+                pending.append(Pending(spec.name, name, str(missing)))
+                continue
             searches.append(search)
             chosen[name] = (runs[0][1], runs[0][2])
-            add(
-                [
-                    Row(
-                        spec.name,
-                        name,
-                        "method",
-                        str(run_dir / "model"),
-                        method=name,
-                        run_dir=run_dir,
-                        upstream=run_key,
-                        seed=seed,
-                    )
-                    for seed, run_dir, run_key in runs
-                ]
-            )
-    return rows, pretrain_dirs, searches
+    return rows, pretrain_dirs, searches, pending
 
 
 def measure(row: Row, embedder: Embedder, data_dir: Path) -> RowResult:

@@ -141,6 +141,8 @@ class Plan:
     extend: dict[str, list[Any]] = field(default_factory=dict)
     #: where the stages' small files are kept (committed), or None
     results: Path | None = None
+    #: ``--report-only``: run no stage; a stage not done leaves its method out (pipeline.StageNotDoneError)
+    report_only: bool = False
     #: while a plan runs: model folder → a call that runs its stage again (pipeline.ensure_weights)
     producers: dict[str, Callable[[], None]] = field(default_factory=dict, repr=False, compare=False)
 

@@ -537,9 +537,101 @@ def encode_flops(encoder, lengths) -> float:
     return float((a * lengths + b * lengths**2 + c).sum())
 
 
+#: the matrix products in a profile (forward and backward, any precision)
+MATMULS = ("aten::mm", "aten::addmm", "aten::bmm")
+PROFILED_STEPS, PROFILED_BATCHES = 3, 4
+
+
+def _profile_shares(profiler, wall: float, gflop: float, ceiling: float) -> dict:
+    """From a ``torch.profiler`` run of ``wall`` seconds: the products' share of the time and the GFLOP/s
+    they reach (all of ``gflop`` is theirs), the five heaviest other ops, and the share outside any op
+    (Python, the loop, tokenisation, collation: the wall time no op accounts for)."""
+    events = profiler.key_averages()
+    ops = sum(e.self_cpu_time_total for e in events) / 1e6
+    matmul = sum(e.self_cpu_time_total for e in events if e.key in MATMULS) / 1e6
+    rest = sorted((e for e in events if e.key not in MATMULS), key=lambda e: -e.self_cpu_time_total)
+    return {
+        "wall_s": wall,
+        "matmul_share": matmul / wall,
+        "outside_ops_share": max(0.0, 1 - ops / wall),
+        "matmul_gflops": gflop / matmul,
+        "matmul_of_ceiling": gflop / matmul / ceiling,
+        "top_other_ops": [(e.key, e.self_cpu_time_total / 1e6 / wall) for e in rest[:5]],
+    }
+
+
+def part_profile(device: str) -> dict:
+    """Where the time of the default training step and of the default encode goes (issue 27: profile
+    first), under ``torch.profiler``: ``PROFILED_STEPS`` SimCSE steps as the loop runs them (sentcl's
+    default model options, ``training.autocast`` auto, its AdamW; collation inside the timed loop) after
+    two unprofiled ones, and ``PROFILED_BATCHES`` batches of ``encode`` with ``--dtype auto`` (tokenisation
+    inside). FLOPs counted by ``torch.utils.flop_counter`` on the same batches, outside the profile."""
+    from torch.profiler import ProfilerActivity, profile
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from sentcl import precision
+    from sentcl.data import ContrastiveDataset, Records
+    from sentcl.model import ModelConfig, SentenceEncoder, for_inference
+    from sentcl.objectives import InfoNCE, InfoNCEConfig
+    from sentcl.training.optim import build_optimizer
+
+    chosen = precision.decide("auto", device)
+    encoder = SentenceEncoder.from_config(ModelConfig(name_or_path=model_path(), pooler="avg")).to(device)
+    encoder.train()
+    sentences = wiki(0, BATCH * (PROFILED_STEPS + 2))
+    records = Records("pool", [(s,) for s in sentences], list(range(1, len(sentences) + 1)))
+    dataset = ContrastiveDataset(records, encoder.tokenizer, MAX_LENGTH)
+    objective = InfoNCE(InfoNCEConfig(temperature=0.05), encoder)
+    optimizer = build_optimizer(objective, LR, 0.0)
+
+    def step(index: int) -> None:
+        batch = dataset.collate([dataset[i] for i in range(BATCH * index, BATCH * (index + 1))]).to(device)
+        with precision.autocast("auto", device):
+            loss = objective(batch).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    for index in range(2):  # warm-up, unprofiled
+        step(index)
+    flops = 0
+    for index in range(2, PROFILED_STEPS + 2):  # counted outside the profile: the counter slows steps
+        batch = dataset.collate([dataset[i] for i in range(BATCH * index, BATCH * (index + 1))]).to(device)
+        with FlopCounterMode(display=False) as counter, precision.autocast("auto", device):
+            loss = objective(batch).loss
+        with FlopCounterMode(display=False) as backward:
+            loss.backward()
+        optimizer.zero_grad(set_to_none=True)
+        flops += counter.get_total_flops() + backward.get_total_flops()
+    ceiling = part_ceiling(device, dtype=chosen)["gflops"]
+    with profile(activities=[ProfilerActivity.CPU]) as profiler:
+        start = time.perf_counter()
+        for index in range(2, PROFILED_STEPS + 2):
+            step(index)
+        wall = time.perf_counter() - start
+    train = _profile_shares(profiler, wall, flops / 1e9, ceiling) | {"precision": chosen}
+
+    model = for_inference(SentenceEncoder.load(model_path()), "auto", device=device)
+    texts = wiki(20_000, BATCH * PROFILED_BATCHES)
+    model.encode(texts[:BATCH], batch_size=BATCH)  # warm-up
+    from sentcl.data.collate import tokenize_texts
+
+    lengths = tokenize_texts(model.tokenizer, texts, model.max_length, desc=None).lengths()
+    gflop = encode_flops(model, lengths) / 1e9
+    inference = "bf16" if model.inference_autocast is not None else "fp32"
+    with profile(activities=[ProfilerActivity.CPU]) as profiler:
+        start = time.perf_counter()
+        model.encode(texts, batch_size=BATCH)
+        wall = time.perf_counter() - start
+    ceiling = part_ceiling(device, dtype=inference)["gflops"]
+    encode = _profile_shares(profiler, wall, gflop, ceiling) | {"precision": inference}
+    return {"train": train, "encode": encode}
+
+
 PARTS = {
     "ceiling": lambda device: part_ceiling(device, int8=True),
     "flops": count_step_flops,
+    "profile": part_profile,
     "train-sentcl": part_train_sentcl,
     "train-sentcl-padded": lambda device: part_train_sentcl(device, padded=True),
     "train-st": part_train_st,
@@ -600,6 +692,8 @@ def main() -> int:
     runs: dict[str, list[dict]] = {name: [] for name in PARTS}
     runs["ceiling"].append(run_part("ceiling", args.device))
     runs["flops"].append(run_part("flops", args.device))
+    if args.device == "cpu":  # where the default step's and encode's time goes (issue 27: profile first)
+        runs["profile"].append(run_part("profile", args.device))
     for repeat in range(args.repeats):  # peers alternate, so machine load hits both alike
         names = ["train-sentcl", "train-st"] + (["train-sentcl-padded"] if repeat < 1 else [])
         # 10k sentences take minutes: one run per peer, in the first round
@@ -751,16 +845,18 @@ def peer_lines(runs: dict[str, list[dict]], fp32_dev: float, per_token: float, r
         )
     # issue 27, item 4: by how much a ratio target is missed, and whether the ceiling measured in this run
     # allows it (the share of the ceiling it would need, at the FLOPs per sentence measured here)
-    for what, ratio, target, rate, share in (
+    profiled = runs.get("profile") or [{}]
+    for what, ratio, target, rate, share, profile in (
         ("training", train_ratio, TARGETS["train"], median_of(runs["train-sentcl"], "sentences_per_s"),
-         train_share),
-        ("encode", encode_ratio, TARGETS["encode"], default, encode_share),
+         train_share, profiled[0].get("train")),
+        ("encode", encode_ratio, TARGETS["encode"], default, encode_share, profiled[0].get("encode")),
     ):  # fmt: skip
         if ratio < target:
             needed, needed_share = rate * target / ratio, share * target / ratio
             why = (
-                "the ceiling allows it, so the gap is how far the step runs below its products' ceiling "
-                "(attention, norms, activations, tokenisation, Python; not profiled in this run)"
+                "the ceiling allows it, so the gap is how far the step runs below its products' ceiling ("
+                + (profile_text(profile) if profile else "not profiled in this run")
+                + ")"
                 if needed_share < 1
                 else "beyond the ceiling: out of reach on this machine"
             )
@@ -770,6 +866,20 @@ def peer_lines(runs: dict[str, list[dict]], fp32_dev: float, per_token: float, r
                 f"{share:.2f}); {why}"
             )
     return lines
+
+
+def profile_text(profile: dict) -> str:
+    """Where the time goes, from the ``profile`` part of the same run."""
+    p = profile
+    others = ", ".join(f"`{name.removeprefix('aten::')}` {share:.0%}" for name, share in p["top_other_ops"])
+    return (
+        f"profiled in this run, {p['precision']}: the matrix products take {p['matmul_share']:.0%} of the "
+        f"time and run at {p['matmul_gflops']:.0f} GFLOP/s, {p['matmul_of_ceiling']:.2f} of the ceiling; "
+        f"the heaviest other ops {others}; outside any op (Python, tokenisation, the loop) "
+        f"{p['outside_ops_share']:.0%}. With all of that free it would run at most "
+        f"{1 / p['matmul_share']:.2f}× faster, and with the products at the ceiling too "
+        f"{1 / (p['matmul_share'] * p['matmul_of_ceiling']):.2f}×"
+    )
 
 
 def row(*cells) -> str:

@@ -1,4 +1,5 @@
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +21,8 @@ ARCHITECTURE = {
 
 
 def write(path, data):
-    path.write_text(json.dumps(data))  # JSON is YAML
+    # YAML, not JSON: JSON writes 1e-05, which YAML 1.1 reads as a string
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
 
 
@@ -227,6 +229,11 @@ def test_plan_errors_name_the_file_and_key(setup):
             {"training.learning_rate": []},
             "search.training.learning_rate: expected a non-empty list",
         ),
+        (
+            "extend",
+            {"training.learning_rate": [3e-3]},  # inside the grid [1e-3, 1e-2]
+            "extend.training.learning_rate: expected distinct numbers outside the search's range",
+        ),
     ):
         with pytest.raises(ConfigError, match=message):
             load_plan(write(tmp_path / "plan.yaml", json.loads(json.dumps(plan)) | {key: value}))
@@ -245,6 +252,41 @@ def test_the_candidates_are_every_pooler_times_the_grid(setup):
         "training.learning_rate": 0.01,
     }
     assert [label for label, _ in loaded.candidates(loaded.methods["sup SimCSE"])] == ["lr 0.001", "lr 0.01"]
+
+
+@pytest.mark.parametrize(
+    "score, tried, edge",
+    [
+        (lambda lr: -abs(math.log10(lr) + 4), [1e-3, 1e-2, 1e-4, 1e-5], {}),  # the optimum below the grid
+        (lambda lr: lr, [1e-3, 1e-2, 3e-2], {"training.learning_rate": "largest"}),
+        (lambda lr: -lr, [1e-3, 1e-2, 1e-4, 1e-5], {"training.learning_rate": "smallest"}),
+        (None, [1e-3, 1e-2, 1e-4, 1e-5], {}),  # nothing beats the start: smaller steps while there are any
+    ],
+)
+def test_the_grid_grows_at_the_end_that_holds_the_choice(setup, monkeypatch, score, tried, edge):
+    from sentcl.reproduction import pipeline
+
+    tmp_path, plan, _ = setup
+    plan["extend"] = {"training.learning_rate": [1e-5, 1e-4, 3e-2]}
+    plan["methods"]["sup SimCSE"].pop("role")
+    loaded = load_plan(write(tmp_path / "plan.yaml", plan))
+
+    def candidate(label, overrides, run_dir, key, pooler="", extension=False):
+        lr = overrides["training.learning_rate"]
+        best, step = (50.0, 0) if score is None else (60.0 + score(lr), 4)
+        return Candidate(label, overrides, run_dir, key, best, step, 50.0, pooler, 4, "fp32", extension)
+
+    monkeypatch.setattr(pipeline, "train_run", lambda *args: "key")
+    monkeypatch.setattr(pipeline, "read_candidate", candidate)
+    spec = loaded.encoders[0]
+    search, runs = pipeline.search_method(
+        loaded, spec, loaded.methods["sup SimCSE"], "model", "k", {}, tmp_path, []
+    )
+    assert [c.overrides["training.learning_rate"] for c in search.candidates] == tried
+    assert search.at_edge == edge and len(runs) == 2
+    assert [c.extension for c in search.candidates] == [False, False] + [True] * (len(tried) - 2)
+    if score is not None and not edge:
+        assert search.best.overrides["training.learning_rate"] == 1e-4  # inside what was tried
 
 
 def test_the_choice_is_the_best_dev_and_never_a_nan():

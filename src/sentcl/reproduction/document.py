@@ -163,11 +163,15 @@ def search_verdicts(searches: Sequence[MethodSearch]) -> str:
     lines = ["| method | chosen setting | inside the grid | inside the run |", "|---|---|---|---|"]
     for search in searches:
         best = search.best
-        grid = (
-            "**no: the largest value tried; it may still improve beyond it**"
-            if search.at_edge
-            else "yes" + (" (after growing it)" if any(c.extension for c in search.candidates) else "")
-        )
+        sides = sorted(set(search.at_edge.values()))
+        if best.best_step == 0:
+            grid = "— (no setting tried beat the start" + (
+                ", the grid grown downwards)" if any(c.extension for c in search.candidates) else ")"
+            )
+        elif sides:
+            grid = f"**no: the {' and '.join(sides)} value tried; it may still improve beyond it**"
+        else:
+            grid = "yes" + (" (after growing it)" if any(c.extension for c in search.candidates) else "")
         if best.best_step == 0:
             run = "the start (training never beat it)"
         elif best.at_horizon:
@@ -407,9 +411,11 @@ def encoder_section(
             "",
             _search_table(searches),
             "",
-            "Where each choice lies: a learning rate at the top of the grid makes the grid grow (the next "
-            "value, tried with the same pooler) until the choice is inside it or the extension list ends; a "
-            "best checkpoint at the last evaluation means the run was still improving when the budget ended.",
+            "Where each choice lies: a learning rate at either end of the grid makes the grid grow that "
+            "way (the next value, tried with the same pooler) until the choice is inside it or the extension "
+            "list ends; where no setting beat the start, smaller learning rates are tried while the list has "
+            "any; a best checkpoint at the last evaluation means the run was still improving when the budget "
+            "ended.",
             "",
             search_verdicts(searches),
             "",

@@ -350,8 +350,9 @@ class MethodSearch:
     method: str
     candidates: list[Candidate]
     chosen: int  # index into candidates
-    #: search keys whose chosen value is still the largest tried: the optimum may lie beyond the grid
-    at_edge: list[str] = field(default_factory=list)
+    #: search key → "largest" / "smallest" where the chosen value is still at that end of what was tried
+    #: (every extension on that side tried): the optimum may lie beyond it
+    at_edge: dict[str, str] = field(default_factory=dict)
 
     @property
     def best(self) -> Candidate:
@@ -410,24 +411,32 @@ def search_method(
             settings = {**resolved, **overrides}
             candidates.append(read_candidate(label, settings, *run(label, settings, first), pooler=pooler))
     index = choose(candidates)
-    at_edge = []
-    for key, extra in plan.extend.items():  # the grid grows while its largest value is the choice
+    at_edge: dict[str, str] = {}
+    for key, extra in plan.extend.items():  # the grid grows at whichever end holds the choice
         tried = list(plan.search[key])
-        for value in [*extra, None]:
+        while True:
             best = candidates[index]
-            if best.overrides.get(key) != tried[-1]:
-                break  # interior
-            if value is None:
-                at_edge.append(key)  # still the largest after every extension
+            value = best.overrides.get(key)
+            above = sorted(v for v in extra if v > max(tried))
+            below = sorted((v for v in extra if v < min(tried)), reverse=True)
+            if best.best_step == 0:  # no setting beat the start: smaller steps, while there are any
+                if not below:
+                    break
+                step = below[0]
+            elif value == max(tried) and above:
+                step = above[0]
+            elif value == min(tried) and below:
+                step = below[0]
+            elif value in (max(tried), min(tried)):
+                at_edge[key] = "largest" if value == max(tried) else "smallest"  # every extension tried
                 break
-            label = best.label.replace(setting_label(key, tried[-1]), setting_label(key, value))
-            settings = best.overrides | {key: value}
-            candidates.append(
-                read_candidate(
-                    label, settings, *run(label, settings, first), pooler=best.pooler, extension=True
-                )
-            )
-            tried.append(value)
+            else:
+                break  # interior
+            label = best.label.replace(setting_label(key, value), setting_label(key, step))
+            settings = best.overrides | {key: step}
+            trained = run(label, settings, first)
+            candidates.append(read_candidate(label, settings, *trained, pooler=best.pooler, extension=True))
+            tried.append(step)
             index = choose(candidates)
     best = candidates[index]
     runs = [(first, best.run_dir, best.key)]

@@ -11,8 +11,8 @@
       training.max_steps: 250
     search:                               # the grid every method is searched over (seed: seeds[0])
       training.learning_rate: [1.0e-5, 3.0e-5, 1.0e-4]
-    extend:                               # tried one at a time while the choice is the largest value tried
-      training.learning_rate: [3.0e-4, 1.0e-3]
+    extend:                               # beyond the grid, both ways: tried one at a time while the
+      training.learning_rate: [3.0e-6, 3.0e-4, 1.0e-3]   # choice is the largest (smallest) value tried
     results: configs/reproduce/results/cpu   # the stages' small files (JSON, arrays, logs; no weights),
                                              # committed: the report regenerates without retraining
     seeds: [42, 43, 44]                   # the chosen setting is trained with each seed
@@ -37,8 +37,9 @@
           objective.complementary_model: {model_of: unsup SimCSE}
 
 Every method gets the same search: each pooler × each grid point, trained with ``seeds[0]``; while the
-best candidate's value of an ``extend`` key is the largest tried, the next value is tried with its pooler
-(so the choice ends inside the grid, or at its end, which the report says); the candidate with the best
+best candidate's value of an ``extend`` key is the largest tried, the next larger value is tried with its
+pooler, and while it is the smallest, the next smaller one (so the choice ends inside the grid, or at an end
+of what was tried, which the report says); the candidate with the best
 STS-B dev (the budget evaluates at step 0 too, and step 0 is a candidate) is trained again with the other
 seeds. Every problem is a :class:`ConfigError` naming the file and the key.
 """
@@ -137,7 +138,7 @@ class Plan:
     search: dict[str, list[Any]] = field(default_factory=dict)
     seeds: list[int] = field(default_factory=lambda: [42])
     poolers: dict[str, dict[str, Any]] = field(default_factory=dict)
-    #: values of a search key tried one at a time while the choice is the largest value tried
+    #: values of a search key beyond its grid, tried one at a time while the choice is at that end
     extend: dict[str, list[Any]] = field(default_factory=dict)
     #: where the stages' small files are kept (committed), or None
     results: Path | None = None
@@ -291,9 +292,13 @@ def load_plan(path: str | Path) -> Plan:
             raise ConfigError(f"{where}extend.{name}: extends a key that search does not list")
         if not isinstance(values, list) or not values:
             raise ConfigError(f"{where}extend.{name}: expected a non-empty list of values")
-        tried = [*search[name], *values]
-        if sorted(tried) != tried or len(set(tried)) != len(tried):
-            raise ConfigError(f"{where}extend.{name}: values must rise beyond the search's largest")
+        grid = search[name]
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in [*grid, *values])
+        if not numbers or len(set(values)) != len(values) or any(min(grid) <= v <= max(grid) for v in values):
+            raise ConfigError(
+                f"{where}extend.{name}: expected distinct numbers outside the search's range: those below it "
+                f"are tried downwards while the smallest value is the choice, those above it upwards"
+            )
     seeds = data.get("seeds", [42])
     if not isinstance(seeds, list) or not seeds or not all(isinstance(x, int) for x in seeds):
         raise ConfigError(f"{where}seeds: expected a non-empty list of integers")

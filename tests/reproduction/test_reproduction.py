@@ -1,4 +1,5 @@
 import json
+import logging
 import math
 from pathlib import Path
 
@@ -86,7 +87,7 @@ def setup(tmp_path, tiny_model_dir, stsb_data_dir):
     return tmp_path, plan, stsb_data_dir
 
 
-def test_plan_runs_end_to_end_then_only_redoes_what_changed(setup):
+def test_plan_runs_end_to_end_then_only_redoes_what_changed(setup, caplog):
     tmp_path, plan, data_dir = setup
     plan_path = write(tmp_path / "plan.yaml", plan)
     report, outcomes = reproduce(plan_path, str(data_dir))
@@ -159,9 +160,11 @@ def test_plan_runs_end_to_end_then_only_redoes_what_changed(setup):
     assert tables[0] == tables[1]
     assert not list((tmp_path / "fresh").rglob("*.safetensors"))
     fresh["fit_max"] = 50  # the post-processed rows change; they need the encoder's weights, made again
-    _, refit = reproduce(write(tmp_path / "fresh.yaml", fresh), str(data_dir))
+    with caplog.at_level(logging.INFO, logger="sentcl.reproduction.pipeline"):
+        _, refit = reproduce(write(tmp_path / "fresh.yaml", fresh), str(data_dir))
     ran = [o.name for o in refit if o.action == "ran"]
     assert ran[0] == "pretrain raw" and all("+" in n for n in ran[1:]) and len(ran) == 1 + 4
+    assert "run again for its weights, it scores as the committed run did" in caplog.text  # same machine
 
     plan["budget"]["training.max_steps"] = 6  # only the trained methods and their rows change
     _, changed = reproduce(write(tmp_path / "plan.yaml", plan), str(data_dir))
@@ -170,6 +173,19 @@ def test_plan_runs_end_to_end_then_only_redoes_what_changed(setup):
     assert sum(n.startswith("train") for n in ran) >= 11
     row = json.loads((tmp_path / "out" / "rows" / "raw" / "unsup-simcse" / "seed-3" / "row.json").read_text())
     assert [p[0] for p in row["trajectory"]] == [0, 2, 4, 6]
+
+
+def test_weights_made_again_that_score_differently_are_warned_about(tmp_path, caplog):
+    from sentcl.reproduction.pipeline import _check_regenerated
+
+    before = {"best_metrics.stsb_dev_spearman": 82.68, "initial_metrics.stsb_dev_spearman": 81.61}
+    with caplog.at_level(logging.INFO, logger="sentcl.reproduction.pipeline"):
+        _check_regenerated(tmp_path, before, before | {"best_metrics.stsb_dev_spearman": 82.71})
+        assert "scores as the committed run did" in caplog.text and "WARNING" not in caplog.text
+        _check_regenerated(tmp_path, before, before | {"best_metrics.stsb_dev_spearman": 82.40})
+    warning = next(r for r in caplog.records if r.levelno == logging.WARNING).getMessage()
+    assert str(tmp_path) in warning and "best_metrics.stsb_dev_spearman 82.6800 → 82.4000" in warning
+    assert "initial_metrics" not in warning
 
 
 def test_stage_resumes_an_interrupted_run_of_the_same_key_and_wipes_another_key(tmp_path):

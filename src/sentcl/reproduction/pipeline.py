@@ -266,8 +266,51 @@ def ensure_weights(plan: Plan, model: str) -> None:
             logger.info(
                 "%s: no weights here (its stage came from %s): running it again", candidate, plan.results
             )
+            before = _outcome(candidate)
             producer()
+            _check_regenerated(candidate, before, _outcome(candidate))
             return
+
+
+#: how far a stage run again for its weights may score from the committed run before it is warned about
+#: (Spearman × 100): kernels differ between CPUs, and a run committed in bf16 is run again in fp32 on a
+#: CPU without native bf16
+REGENERATED_TOLERANCE = 0.05
+
+
+def _outcome(folder: Path) -> dict[str, float]:
+    """The scores a finished stage recorded in its summary (final, best and initial metrics); ``folder`` is
+    the stage's folder or its ``model/``."""
+    try:
+        found = next(f / "summary.json" for f in (folder, folder.parent) if (f / "summary.json").is_file())
+        summary = json.loads(found.read_text())
+    except (StopIteration, OSError, ValueError):
+        return {}
+    return {
+        f"{part}.{name}": float(value)
+        for part in ("initial_metrics", "best_metrics", "final_metrics")
+        for name, value in (summary.get(part) or {}).items()
+        if isinstance(value, (int, float))
+    }
+
+
+def _check_regenerated(folder: Path, before: dict[str, float], after: dict[str, float]) -> None:
+    """Say whether the weights made again are the model the committed results measured: the same scores
+    within :data:`REGENERATED_TOLERANCE`, or a warning that names what moved (the report's rows then
+    describe the committed run; what builds on this one uses the new weights)."""
+    moved = {
+        name: (before[name], after[name])
+        for name in before.keys() & after.keys()
+        if abs(before[name] - after[name]) > REGENERATED_TOLERANCE
+    }
+    if moved:
+        logger.warning(
+            "%s: run again for its weights, it scores differently from the committed run: %s",
+            folder,
+            ", ".join(f"{name} {old:.4f} → {new:.4f}" for name, (old, new) in sorted(moved.items())),
+        )
+    elif before.keys() & after.keys():
+        logger.info("%s: run again for its weights, it scores as the committed run did", folder)
 
 
 def _resolve(method: MethodSpec, chosen: dict[str, tuple[Path, str]]) -> tuple[dict[str, Any], list[str]]:

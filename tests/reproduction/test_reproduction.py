@@ -160,11 +160,15 @@ def test_plan_runs_end_to_end_then_only_redoes_what_changed(setup, caplog):
     assert tables[0] == tables[1]
     assert not list((tmp_path / "fresh").rglob("*.safetensors"))
     fresh["fit_max"] = 50  # the post-processed rows change; they need the encoder's weights, made again
+    committed = (results / "encoders" / "raw" / "stage.json").read_text()
     with caplog.at_level(logging.INFO, logger="sentcl.reproduction.pipeline"):
         _, refit = reproduce(write(tmp_path / "fresh.yaml", fresh), str(data_dir))
     ran = [o.name for o in refit if o.action == "ran"]
     assert ran[0] == "pretrain raw" and all("+" in n for n in ran[1:]) and len(ran) == 1 + 4
     assert "run again for its weights, it scores as the committed run did" in caplog.text  # same machine
+    # the record of the run the rows measured stays, in the results and beside the new weights
+    assert (results / "encoders" / "raw" / "stage.json").read_text() == committed
+    assert (tmp_path / "fresh" / "encoders" / "raw" / "stage.json").read_text() == committed
 
     plan["budget"]["training.max_steps"] = 6  # only the trained methods and their rows change
     _, changed = reproduce(write(tmp_path / "plan.yaml", plan), str(data_dir))

@@ -115,7 +115,7 @@ class Stage:
         files kept in the plan's results folder at once (:func:`keep_stage`), so an interrupted
         reproduction loses none of what it finished."""
         self.folder, self.key, self.name, self.outcomes = folder, key, name, outcomes
-        self.plan = plan
+        self.plan, self.force = plan, force
         record = read_stage(folder)
         self.needed = force or not (record.get("key") == key and record.get("done"))
         self.resume = (
@@ -150,7 +150,13 @@ class Stage:
         record = {"key": self.key, "name": self.name, "done": True, "seconds": seconds, "machine": machine}
         write_stage(self.folder, record)
         self.outcomes.append(StageOutcome(self.name, "resumed" if self.resume else "ran", seconds, machine))
-        if self.plan is not None:
+        committed = _committed(self.plan, self.folder, self.key) if self.plan is not None else None
+        if self.force and committed is not None:
+            # run again only for its weights: the committed record stays, as it is the run that the rows
+            # built on it measured (they are not measured again); the new weights are checked against it
+            _check_regenerated(self.folder, _outcome(committed), _outcome(self.folder))
+            _copy_stage(committed, self.folder)
+        elif self.plan is not None:
             keep_stage(self.plan, self.folder)
 
 
@@ -266,9 +272,7 @@ def ensure_weights(plan: Plan, model: str) -> None:
             logger.info(
                 "%s: no weights here (its stage came from %s): running it again", candidate, plan.results
             )
-            before = _outcome(candidate)
             producer()
-            _check_regenerated(candidate, before, _outcome(candidate))
             return
 
 
@@ -296,8 +300,8 @@ def _outcome(folder: Path) -> dict[str, float]:
 
 def _check_regenerated(folder: Path, before: dict[str, float], after: dict[str, float]) -> None:
     """Say whether the weights made again are the model the committed results measured: the same scores
-    within :data:`REGENERATED_TOLERANCE`, or a warning that names what moved (the report's rows then
-    describe the committed run; what builds on this one uses the new weights)."""
+    within :data:`REGENERATED_TOLERANCE`, or a warning that names what moved (the report's rows describe
+    the committed run; what builds on this one uses the new weights)."""
     moved = {
         name: (before[name], after[name])
         for name in before.keys() & after.keys()
@@ -683,6 +687,15 @@ def import_results(plan: Plan) -> int:
 
 
 RESULTS_KIND = "reproduction results"
+
+
+def _committed(plan: Plan, folder: Path, key: str) -> Path | None:
+    """The committed copy of the stage in ``folder``, where the plan's results hold it done, same key."""
+    if plan.results is None or not folder.is_relative_to(plan.output_dir):
+        return None
+    copy = plan.results / folder.relative_to(plan.output_dir)
+    record = read_stage(copy)
+    return copy if record.get("done") and record.get("key") == key else None
 
 
 def keep_stage(plan: Plan, folder: Path) -> None:

@@ -283,12 +283,10 @@ REGENERATED_TOLERANCE = 0.05
 
 
 def _outcome(folder: Path) -> dict[str, float]:
-    """The scores a finished stage recorded in its summary (final, best and initial metrics); ``folder`` is
-    the stage's folder or its ``model/``."""
+    """The scores a finished stage recorded in its summary (final, best and initial metrics)."""
     try:
-        found = next(f / "summary.json" for f in (folder, folder.parent) if (f / "summary.json").is_file())
-        summary = json.loads(found.read_text())
-    except (StopIteration, OSError, ValueError):
+        summary = json.loads((folder / "summary.json").read_text())
+    except (OSError, ValueError):
         return {}
     return {
         f"{part}.{name}": float(value)

@@ -63,3 +63,46 @@ def test_wrapper_is_an_embedder(anisotropic):
     assert out.shape == (5, 12) and out.dtype == np.float32
     with pytest.raises(ValueError, match="at least two"):
         fit_postprocessor(Whitening(), Raw(), ["0"])
+
+
+def test_flow_coupling_log_determinant_stays_finite_when_its_scale_underflows():
+    """σ(h + 2) underflows to 0 in float32 for h ≲ −105; its log is taken as logsigmoid, so the fit's
+    log-likelihood stays finite (a weak encoder's [CLS] once turned the whole fit to NaN here)."""
+    import torch
+
+    from sentcl.postprocess.flow import AffineCoupling
+
+    coupling = AffineCoupling(4, 8)
+    with torch.no_grad():
+        coupling.net[-1].bias[:2] = -200.0  # the scale half of the output
+    out, log_det = coupling(torch.ones(3, 4))
+    assert torch.isfinite(out).all()
+    assert torch.isfinite(log_det).all()
+    np.testing.assert_allclose(log_det.detach().numpy(), -2 * 198.0, rtol=1e-6)
+
+
+def test_flow_refuses_non_finite_input_and_a_diverging_fit(anisotropic):
+    bad = anisotropic.copy()
+    bad[[3, 7], 0] = np.nan
+    with pytest.raises(ValueError, match="2 of the 800 embeddings"):
+        Flow(n_steps=2, hidden=16, epochs=1).fit(bad)
+    with pytest.raises(FloatingPointError, match=r"diverged.*learning_rate"):
+        Flow(n_steps=2, hidden=16, epochs=3, learning_rate=1e12, max_grad_norm=None).fit(anisotropic * 1e6)
+
+
+def test_flow_clips_the_gradient_norm(anisotropic, monkeypatch):
+    import torch
+
+    norms = []
+    clip = torch.nn.utils.clip_grad_norm_
+
+    def spy(parameters, max_norm, *args, **kwargs):
+        norms.append(max_norm)
+        return clip(parameters, max_norm, *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", spy)
+    Flow(n_steps=2, hidden=16, epochs=1, batch_size=400).fit(anisotropic)
+    assert norms == [1.0, 1.0]
+    norms.clear()
+    Flow(n_steps=2, hidden=16, epochs=1, batch_size=400, max_grad_norm=None).fit(anisotropic)
+    assert norms == []

@@ -74,8 +74,10 @@ class AffineCoupling(nn.Module):
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         kept, changed = x[:, : self.half], x[:, self.half :]
         raw_scale, shift = self.net(kept).chunk(2, dim=1)
-        scale = torch.sigmoid(raw_scale + 2.0)
-        return torch.cat([kept, (changed + shift) * scale], dim=1), torch.log(scale).sum(1)
+        # Glow's scale σ(h + 2), its log taken as log σ directly: log(σ(·)) underflows to −inf once the net
+        # pushes h below ≈ −100, and one such row turned the whole fit to NaN (a weak encoder's [CLS])
+        log_scale = nn.functional.logsigmoid(raw_scale + 2.0)
+        return torch.cat([kept, (changed + shift) * torch.exp(log_scale)], dim=1), log_scale.sum(1)
 
 
 class GlowFlow(nn.Module):
@@ -107,7 +109,13 @@ class GlowFlow(nn.Module):
 
 
 class Flow(PostProcessor):
-    """Fit ``GlowFlow`` on the embeddings (Adam, mini-batches), then use f(x) as the embedding."""
+    """Fit ``GlowFlow`` on the embeddings (Adam, mini-batches), then use f(x) as the embedding.
+
+    The loss is the negative log-likelihood per dimension, and the gradient's global norm is clipped at
+    ``max_grad_norm`` (1.0, as bohanli/BERT-flow clips its flow gradients in optimization_bert_flow.py):
+    without it one spike of the gradient (×10⁴ its median) wrecked the fit on a weak encoder's [CLS]. A fit
+    whose loss still becomes non-finite raises ``FloatingPointError`` instead of returning NaN embeddings.
+    """
 
     name = "flow"
 
@@ -120,8 +128,10 @@ class Flow(PostProcessor):
         learning_rate: float = 1e-3,
         seed: int = 0,
         dim: int | None = None,
+        max_grad_norm: float | None = 1.0,
     ):
         self.n_steps, self.hidden, self.epochs = n_steps, hidden, epochs
+        self.max_grad_norm = max_grad_norm
         self.batch_size, self.learning_rate, self.seed, self.dim = batch_size, learning_rate, seed, dim
         self.model: GlowFlow | None = GlowFlow(dim, n_steps, hidden, seed) if dim else None
         #: mean log-likelihood per dimension after initialisation and after each epoch
@@ -132,7 +142,13 @@ class Flow(PostProcessor):
             return float(torch.cat([self.model.log_likelihood(b) for b in x.split(4096)]).mean()) / x.shape[1]
 
     def fit(self, embeddings: np.ndarray) -> Flow:
-        x = torch.tensor(np.asarray(embeddings), dtype=torch.float32)
+        embeddings = np.asarray(embeddings)
+        if not np.isfinite(embeddings).all():
+            bad = int((~np.isfinite(embeddings)).any(axis=1).sum())
+            raise ValueError(
+                f"flow: {bad} of the {len(embeddings)} embeddings to fit on are not finite (NaN or inf)"
+            )
+        x = torch.tensor(embeddings, dtype=torch.float32)
         self.dim = x.shape[1]
         torch.manual_seed(self.seed)
         self.model = GlowFlow(self.dim, self.n_steps, self.hidden, self.seed)
@@ -140,11 +156,20 @@ class Flow(PostProcessor):
         optimizer = torch.optim.Adam(self.model.parameters(), lr=self.learning_rate)
         generator = torch.Generator().manual_seed(self.seed)
         self.history = [self._mean_log_likelihood(x)]
-        for _ in tqdm(range(self.epochs), desc="fitting flow", unit="epoch", disable=len(x) < 5000):
-            for index in torch.randperm(len(x), generator=generator).split(self.batch_size):
-                loss = -self.model.log_likelihood(x[index]).mean()
+        for epoch in tqdm(range(self.epochs), desc="fitting flow", unit="epoch", disable=len(x) < 5000):
+            for step, index in enumerate(torch.randperm(len(x), generator=generator).split(self.batch_size)):
+                loss = -self.model.log_likelihood(x[index]).mean() / self.dim
+                if not torch.isfinite(loss):
+                    raise FloatingPointError(
+                        f"flow: the fit diverged (non-finite log-likelihood at epoch {epoch + 1}, "
+                        f"batch {step + 1}; "
+                        f"per-dimension log-likelihood so far {[round(h, 3) for h in self.history]}): "
+                        f"lower learning_rate ({self.learning_rate}) or max_grad_norm ({self.max_grad_norm})"
+                    )
                 optimizer.zero_grad()
                 loss.backward()
+                if self.max_grad_norm is not None:
+                    torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
                 optimizer.step()
             self.history.append(self._mean_log_likelihood(x))
         return self
@@ -165,6 +190,7 @@ class Flow(PostProcessor):
             "learning_rate": self.learning_rate,
             "seed": self.seed,
             "dim": self.dim,
+            "max_grad_norm": self.max_grad_norm,
         }
 
     def arrays(self) -> dict[str, np.ndarray]:

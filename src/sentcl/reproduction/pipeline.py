@@ -177,7 +177,12 @@ class Row:
     seed: int | None = None  # a trained method: one row per seed of its chosen setting
 
     def key(self, plan: Plan) -> str:
-        fit = (plan.fit_on, plan.fit_max) if self.postprocess else None
+        # the post-processor's settings too: a change to them (flow's gradient clipping) re-measures its rows
+        fit = (
+            (plan.fit_on, plan.fit_max, POSTPROCESSORS[self.postprocess]().options())
+            if self.postprocess
+            else None
+        )
         return stage_key("measure", MEASURE_PROTOCOL, self.upstream, self.pooler, self.postprocess, fit)
 
 

@@ -113,7 +113,7 @@ class Flow(PostProcessor):
 
     The loss is the negative log-likelihood per dimension, and the gradient's global norm is clipped at
     ``max_grad_norm`` (1.0, as bohanli/BERT-flow clips its flow gradients in optimization_bert_flow.py):
-    without it one spike of the gradient (×10⁴ its median) wrecked the fit on a weak encoder's [CLS]. A fit
+    without it one spike of the gradient (~5,000× its median) wrecked the fit on a weak encoder's [CLS]. A fit
     whose loss still becomes non-finite raises ``FloatingPointError`` instead of returning NaN embeddings.
     """
 
@@ -143,8 +143,8 @@ class Flow(PostProcessor):
 
     def fit(self, embeddings: np.ndarray) -> Flow:
         embeddings = np.asarray(embeddings)
-        if not np.isfinite(embeddings).all():
-            bad = int((~np.isfinite(embeddings)).any(axis=1).sum())
+        bad = int((~np.isfinite(embeddings)).any(axis=1).sum())
+        if bad:
             raise ValueError(
                 f"flow: {bad} of the {len(embeddings)} embeddings to fit on are not finite (NaN or inf)"
             )

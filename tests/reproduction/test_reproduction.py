@@ -401,6 +401,41 @@ def test_post_processing_is_judged_against_its_strongest_row_and_alignment_under
     assert "sup [avg]" in alignment.evidence
 
 
+def test_the_leaderboard_draws_each_methods_own_start():
+    """A method tested with avg is drawn against the avg start, not only against the best raw pooler's."""
+    from types import SimpleNamespace
+
+    from sentcl.reproduction.document import _leaderboard
+
+    def line(m, kind):
+        return m, [SimpleNamespace(row=SimpleNamespace(kind=kind))]
+
+    def at(label, train, pooler):
+        m = measured(label, train, 0.1, -1.0, 0.8, 0.05, 20.0)
+        m.pooler = pooler
+        return m
+
+    cls, avg = at("cls_before_pooler", 72.6, "cls_before_pooler"), at("avg", 60.4, "avg")
+    unsup, tacl = at("unsup SimCSE", 76.6, "cls_before_pooler"), at("TaCL", 60.5, "avg")
+    post = at("cls_before_pooler + abtt", 71.9, "cls_before_pooler")
+    lines = [line(cls, "baseline"), line(avg, "baseline"), line(post, "postprocess"),
+             line(unsup, "method"), line(tacl, "method")]  # fmt: skip
+    roles = {"raw_best": cls, "post_base": avg, "post_best": post}
+    bars, references = _leaderboard(lines, roles)
+    assert [b[0] for b in bars] == ["unsup SimCSE [cls_before_pooler]", "TaCL [avg]"]
+    # avg is both a method's start and the first-last baseline here: drawn once, as a start
+    assert references == [
+        ("start (cls_before_pooler)", 72.6),
+        ("start (avg)", 60.4),
+        ("best post-processed (cls_before_pooler + abtt)", 71.9),
+    ]
+    bars, references = _leaderboard(lines[:4], roles)  # one pooler among the methods: no pooler in labels
+    assert [b[0] for b in bars] == ["unsup SimCSE"]
+    assert [r[0] for r in references] == [
+        "start (cls_before_pooler)", "first-last avg (avg)", "best post-processed (cls_before_pooler + abtt)"
+    ]  # fmt: skip
+
+
 def test_a_plan_cut_short_keeps_what_it_finished_in_the_results(setup):
     """A reproduction stopped part-way (here: a method whose recipe fails) has already copied every finished
     stage into the results folder; a fresh checkout takes them and runs only what is left."""

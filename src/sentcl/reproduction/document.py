@@ -252,6 +252,33 @@ def _same_pooler(
     return picked[0], picked[1]
 
 
+def _leaderboard(
+    lines: Sequence[tuple[Measured, list[RowResult]]], roles: dict[str, Measured | None]
+) -> tuple[list[tuple[str, float, float | None]], list[tuple[str, float]]]:
+    """The leaderboard's bars (each method, with its test-time pooler where the methods use several) and
+    its reference lines: the untrained start under the best raw pooler and under every other pooler a
+    method is measured with (a method that tests with avg starts from avg, not from the best pooler), the
+    paper's first-last avg baseline and the strongest post-processed row."""
+    methods = [m for m, rs in lines if rs[0].row.kind == "method" and m.train == m.train]
+    poolers = list(dict.fromkeys(m.pooler for m in methods))
+    several = len(poolers) > 1
+    bars = [(f"{m.label} [{m.pooler}]" if several else m.label, m.train, m.train_std) for m in methods]
+    baselines = [m for m, rs in lines if rs[0].row.kind == "baseline"]
+    starts = [roles["raw_best"]] + [
+        next((b for b in baselines if b.pooler == p), None)
+        for p in poolers
+        if roles["raw_best"] is None or p != roles["raw_best"].pooler
+    ]
+    tagged = [("start", r) for r in starts] + [("first-last avg", roles["post_base"]),
+                                                ("best post-processed", roles["post_best"])]  # fmt: skip
+    references, seen = [], set()
+    for tag, r in tagged:
+        if r is not None and r.train == r.train and id(r) not in seen:
+            seen.add(id(r))
+            references.append((f"{tag} ({r.label})", r.train))
+    return bars, references
+
+
 def _candidate_measured(label: str, candidate) -> Measured | None:
     """A search candidate as a claims row: its STS-B dev and the geometry it logged at its best step."""
     records = [
@@ -328,17 +355,7 @@ def encoder_section(
     )
     plot_singular_values({a.label: a.singular_values for a in figures}, images / f"{key}_spectrum.png")
     roles = _roles(plan, lines, searches)
-    bars = [
-        (m.label, m.train, m.train_std)
-        for m, rs in lines
-        if rs[0].row.kind == "method" and m.train == m.train
-    ]
-    references = [
-        (f"{tag} ({r.label})", r.train)
-        for tag, r in (("start", roles["raw_best"]), ("first-last avg", roles["post_base"]),
-                       ("best post-processed", roles["post_best"]))
-        if r is not None and r.train == r.train
-    ]  # fmt: skip
+    bars, references = _leaderboard(lines, roles)
     if bars:
         plot_leaderboard(bars, references, images / f"{key}_leaderboard.png")
     density = [

@@ -309,6 +309,37 @@ def test_the_grid_grows_at_the_end_that_holds_the_choice(setup, monkeypatch, sco
         assert search.best.overrides["training.learning_rate"] == 1e-4  # inside what was tried
 
 
+def test_an_encoders_budget_goes_over_the_plans_for_its_methods_only(setup, monkeypatch):
+    """A weak encoder's methods may train longer: its ``budget`` reaches their recipes (and keys); an
+    encoder without one trains under the plan's budget with the same key as before it existed."""
+    from contextlib import nullcontext
+    from types import SimpleNamespace
+
+    from sentcl.reproduction import pipeline
+
+    tmp_path, plan, _ = setup
+    plan["encoders"]["weak"] = {"model": "x", "budget": {"training.max_steps": 9}}
+    loaded = load_plan(write(tmp_path / "plan.yaml", plan))
+    assert [e.budget for e in loaded.encoders] == [{}, {"training.max_steps": 9}]
+    seen = []
+
+    def key(kind, recipe, upstream):
+        seen.append(recipe["training"]["max_steps"])
+        return f"key-{len(seen)}"
+
+    monkeypatch.setattr(pipeline, "stage_key", key)
+    monkeypatch.setattr(pipeline, "Stage", lambda *a: nullcontext(SimpleNamespace(needed=False)))
+    method = loaded.methods["sup SimCSE"]
+    for spec in loaded.encoders:
+        pipeline.train_run(
+            loaded, method, {}, 3, "m", [], tmp_path / spec.name, "n", tmp_path, [], spec.budget
+        )
+    assert seen == [4, 9]
+    plan["encoders"]["weak"]["budget"] = ["training.max_steps=9"]
+    with pytest.raises(ConfigError, match=r"encoders\.weak\.budget"):
+        load_plan(write(tmp_path / "plan.yaml", plan))
+
+
 def test_the_choice_is_the_best_dev_and_never_a_nan():
     def candidate(best):
         return Candidate("c", {}, Path(), "k", best, 0, None)

@@ -345,11 +345,13 @@ def train_run(
     name: str,
     data_dir: Path,
     outcomes: list[StageOutcome],
+    budget: dict[str, Any] | None = None,
 ) -> str:
-    """Train one setting of one method from one encoder under the plan's budget; its key. Where the run
-    lives and where its evaluation data is found are not part of the key."""
+    """Train one setting of one method from one encoder under the plan's budget (with the encoder's
+    ``budget`` over it); its key. Where the run lives and where its evaluation data is found are not part
+    of the key."""
     recipe = load_yaml(method.recipe)
-    settings = {**plan.budget, **overrides, "training.seed": seed}
+    settings = {**plan.budget, **(budget or {}), **overrides, "training.seed": seed}
     apply_overrides(recipe, as_overrides(settings))
     recipe.setdefault("model", {})["name_or_path"] = model
     key = stage_key("train", _relative(_without_places(recipe), plan.output_dir), upstream)
@@ -451,7 +453,7 @@ def search_method(
         name = f"train {method.name} [{label}] seed {seed} from {spec.name}"
         upstreams = [encoder_key, *upstream]
         return folder, train_run(
-            plan, method, settings, seed, model, upstreams, folder, name, data_dir, outcomes
+            plan, method, settings, seed, model, upstreams, folder, name, data_dir, outcomes, spec.budget
         )
 
     first, *others = plan.seeds

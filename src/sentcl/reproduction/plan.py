@@ -22,6 +22,7 @@
     encoders:
       raw-4L-256:
         pretrain: configs/pretrain/raw_bert_4l_256.yaml   # or  model: a folder / hub id
+        budget: {training.max_steps: 500}                # over the plan's budget, for its methods
         baselines: [avg_first_last, cls_before_pooler]   # poolers measured without training
         postprocess: [whitening, flow, abtt]             # fitted on each of postprocess_on
         postprocess_on: [avg_first_last, cls_before_pooler]  # default: the first baseline
@@ -76,6 +77,7 @@ _TOP_KEYS = {
     "methods",
 }
 _ENCODER_KEYS = {
+    "budget",
     "pretrain",
     "model",
     "overrides",
@@ -113,6 +115,8 @@ class EncoderSpec:
     pretrain: Path | None = None  # a `sentcl pretrain` recipe …
     model: str = ""  # … or an existing model folder / hub id
     overrides: dict[str, Any] = field(default_factory=dict)  # for the pretrain recipe
+    #: over the plan's budget, for every method trained from this encoder (a weak encoder may need longer)
+    budget: dict[str, Any] = field(default_factory=dict)
     baselines: list[str] = field(default_factory=list)
     postprocess: list[str] = field(default_factory=list)
     #: the baselines the post-processors are fitted on (default: the first)
@@ -270,6 +274,7 @@ def load_plan(path: str | Path) -> Plan:
                 pretrain=pretrain,
                 model=str(spec.get("model", "")),
                 overrides=_mapping(spec.get("overrides"), f"{key}.overrides"),
+                budget=_mapping(spec.get("budget"), f"{key}.budget"),
                 baselines=baselines,
                 postprocess=postprocess,
                 postprocess_on=postprocess_on if postprocess else [],

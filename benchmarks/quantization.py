@@ -29,7 +29,7 @@ from sentcl.evaluation.data_dir import resolve_data_dir
 from sentcl.evaluation.local import read_retrieval, retrieval_metrics
 from sentcl.model import SentenceEncoder
 from sentcl.serving import SentenceIndex
-from sentcl.serving.quantize import bytes_per_vector, quantize
+from sentcl.quantization import bytes_per_vector, quantize
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 import numpy as np
+
+logger = logging.getLogger(__name__)
 
 
 class EmbeddingError(ValueError):
@@ -79,15 +82,25 @@ def check_prompts(value, where: str) -> dict[str, str]:
 
 
 def prompt_text(prompts: dict[str, str], name: str | None, prompt: str | None, where: str) -> str:
-    """The text before every sentence: ``prompt`` as given, or the model's prompt called ``name``."""
-    if name is not None and prompt is not None:
-        raise PromptError(f"{where}: give a prompt name or a prompt text, not both")
+    """The text put before every sentence, as sentence-transformers resolves it: ``prompt`` when given (a
+    ``name`` beside it is ignored, with a warning), else the model's prompt ``name``; ``query`` and
+    ``document`` are always known (empty unless the model sets them)."""
+    if prompt is not None:
+        if not isinstance(prompt, str):
+            raise PromptError(f"{where}: prompt must be a text, not {type(prompt).__name__}")
+        if name is not None:
+            logger.warning("%s: both prompt and prompt_name given; the prompt is used", where)
+        return prompt
     if name is None:
-        return prompt or ""
-    if name not in prompts:
-        known = ", ".join(sorted(prompts)) or "none"
-        raise PromptError(f"{where}: the model has no prompt {name!r} (its prompts: {known})")
-    return prompts[name]
+        return ""
+    if not isinstance(name, str):
+        raise PromptError(f"{where}: prompt_name must be a text, not {type(name).__name__}")
+    known = {QUERY: "", DOCUMENT: "", **prompts}
+    if name not in known:
+        raise PromptError(
+            f"{where}: the model has no prompt {name!r} (its prompts: {', '.join(sorted(known))})"
+        )
+    return known[name]
 
 
 class Prompted:

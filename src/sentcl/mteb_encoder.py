@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from sentcl.embedder import DOCUMENT, QUERY, for_role, unit_rows
+from sentcl.embedder import DOCUMENT, QUERY, for_role
 from sentcl.extras import require
 from sentcl.model import for_inference, load_encoder
 
@@ -42,24 +42,28 @@ class MTEBEncoder:
         self.mteb_model_meta = models.ModelMeta.create_empty(
             overwrites={
                 "name": name, "revision": revision or "local", "embed_dim": self.model.dimension,
-                "similarity_fn_name": "cosine", "max_tokens": self.model.max_length,
+                "similarity_fn_name": self.model.similarity_fn_name, "max_tokens": self.model.max_length,
             }
         )  # fmt: skip
 
     def encode(
         self, inputs, *, task_metadata=None, hf_split=None, hf_subset=None, prompt_type=None, **kwargs
     ):
-        """The vectors of every text in mteb's batches, in order; queries and documents with the model's
-        prompt for them where it has one."""
+        """mteb's call: the vectors of every text in its batches, in order; queries and documents with the
+        model's prompt for them where it has one. A text or a list of texts is encoded as
+        ``SentenceTransformer.encode`` encodes it, with its keywords (sentcl/encode_contract.py)."""
+        if isinstance(inputs, str) or (
+            isinstance(inputs, (list, tuple)) and all(isinstance(t, str) for t in inputs)
+        ):
+            return self.model.encode(inputs, **{"batch_size": self.batch_size, **kwargs})
         texts = [text for batch in inputs for text in batch["text"]]
         role = getattr(prompt_type, "value", prompt_type)
         embedder = for_role(self.model, role) if role in (QUERY, DOCUMENT) else self.model
         return np.asarray(embedder.encode(texts, batch_size=self.batch_size), dtype=np.float32)
 
     def similarity(self, embeddings1, embeddings2) -> np.ndarray:
-        a, b = (unit_rows(np.atleast_2d(np.asarray(x, dtype=np.float32))) for x in (embeddings1, embeddings2))
-        return a @ b.T
+        """Scores under the model's similarity function (cosine unless it names another), as an array."""
+        return self.model.similarity(embeddings1, embeddings2).numpy()
 
     def similarity_pairwise(self, embeddings1, embeddings2) -> np.ndarray:
-        a, b = (unit_rows(np.atleast_2d(np.asarray(x, dtype=np.float32))) for x in (embeddings1, embeddings2))
-        return (a * b).sum(axis=1)
+        return self.model.similarity_pairwise(embeddings1, embeddings2).numpy()

@@ -20,7 +20,6 @@ from __future__ import annotations
 import copy
 import json
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,10 +33,23 @@ from sentcl import precision
 from sentcl.atomic_write import atomic_folder
 from sentcl.config import ConfigError
 from sentcl.data.collate import sorted_batches
-from sentcl.embedder import PromptError, PromptRoles, check_prompts, prompt_text, require_finite
+from sentcl.embedder import PromptError, PromptRoles, check_prompts, require_finite
+from sentcl.encode_contract import SIMILARITY_FUNCTIONS, SentenceTransformersContract
+from sentcl.hardware import resolve_device
 from sentcl.model.backbone import ModelLoadError, load_backbone, position_limit, resolve_model_path
 from sentcl.model.dropout import use_fast_dropout
 from sentcl.model.heads import MLPHead, build_mlm_head
+from sentcl.model.modules import (
+    Dense,
+    Normalize,
+    OutputModule,
+    check_chain,
+    describe,
+    output_dimension,
+    read_chain,
+    read_recorded,
+    write_modules,
+)
 from sentcl.model.packing import backbone_states, unpad_by_default
 from sentcl.model.pooling import (
     LOADING_DEFAULT,
@@ -80,6 +92,12 @@ class ModelConfig:
     #: texts put before sentences by role, saved with the model (e.g. {query: "query: ", document:
     #: "passage: "}); retrieval encodes queries and documents with them. Empty: the started model's own.
     prompts: dict[str, str] = field(default_factory=dict)
+    #: keep the started model's Dense layers and Normalize (a sentence-transformers folder's modules after
+    #: its Pooling): Dense layers train with the encoder, Normalize applies when encoding. false: drop them.
+    keep_modules: bool = True
+    #: unit-length vectors from ``encode``: null as the started model (its Normalize, if any), true adds
+    #: a Normalize, false removes it
+    normalize: bool | None = None
 
     def validate(self) -> None:
         if not self.name_or_path:
@@ -91,7 +109,7 @@ class ModelConfig:
             raise ConfigError(str(exc)) from None
 
 
-class SentenceEncoder(nn.Module, PromptRoles):
+class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
     def __init__(
         self,
         backbone: nn.Module,
@@ -100,6 +118,7 @@ class SentenceEncoder(nn.Module, PromptRoles):
         head: MLPHead | None = None,
         max_length: int | None = None,
         unpad: bool | None = None,
+        modules: list[OutputModule] | None = None,
     ):
         super().__init__()
         check_pooler(pooler)
@@ -111,6 +130,9 @@ class SentenceEncoder(nn.Module, PromptRoles):
         self.tokenizer = tokenizer
         self.pooler = pooler
         self.head = head
+        #: sentence-transformers' modules after the pooling (model/modules.py): Dense layers, Normalize
+        self.output_modules = nn.ModuleList(modules or [])
+        check_chain(self.output_modules, self.hidden_size, "modules")
         self.max_length = max_length or _default_max_length(backbone, tokenizer)
         self.unpad = unpad
         self.source: str | None = None  # where the model was loaded from (recorded by indexes built on it)
@@ -134,6 +156,11 @@ class SentenceEncoder(nn.Module, PromptRoles):
             )
         if config.fast_dropout:
             use_fast_dropout(backbone)
+        modules = saved_modules(Path(resolved), config.allow_pickle) if config.keep_modules else []
+        if config.normalize is False:
+            modules = [m for m in modules if not isinstance(m, Normalize)]
+        elif config.normalize and not any(isinstance(m, Normalize) for m in modules):
+            modules.append(Normalize())
         encoder = cls(
             backbone,
             tokenizer,
@@ -141,9 +168,11 @@ class SentenceEncoder(nn.Module, PromptRoles):
             head,
             max_length=_saved_max_length(resolved),
             unpad=config.unpad,
+            modules=modules,
         )
         encoder.source = config.name_or_path
         encoder.prompts = check_prompts(config.prompts, "model.prompts") or saved_prompts(Path(resolved))
+        encoder.similarity_fn_name = saved_similarity(Path(resolved))
         return encoder
 
     @classmethod
@@ -157,7 +186,8 @@ class SentenceEncoder(nn.Module, PromptRoles):
         folder = Path(resolved)
         try:
             meta = _read_json(folder / SENTCL_META) if folder.is_dir() else None
-            saved_pooler = meta["pooler"] if meta else _sentence_transformers_pooler(folder)
+            chain = None if meta else read_chain(folder, allow_pickle)
+            saved_pooler = meta["pooler"] if meta else _sentence_transformers_pooler(chain)
         except (ValueError, KeyError, TypeError) as exc:
             raise ModelLoadError(f"{name_or_path}: {_one_line(exc)}") from None
         chosen = pooler or saved_pooler or LOADING_DEFAULT
@@ -191,9 +221,15 @@ class SentenceEncoder(nn.Module, PromptRoles):
             raise ModelLoadError(
                 f"{name_or_path}: max_seq_length {max_length} is beyond the model's {limit} positions"
             )
-        encoder = cls(backbone, tokenizer, chosen, head, max_length=max_length)
+        if meta is not None:
+            modules = read_recorded(folder, meta.get("modules"), folder / SENTCL_META, allow_pickle)
+        else:
+            modules = chain.modules if chain is not None else []
+        check_chain(modules, int(backbone.config.hidden_size), name_or_path)
+        encoder = cls(backbone, tokenizer, chosen, head, max_length=max_length, modules=modules)
         encoder.source = str(Path(name_or_path).resolve()) if Path(name_or_path).exists() else name_or_path
         encoder.prompts = saved_prompts(folder, meta)
+        encoder.similarity_fn_name = saved_similarity(folder, meta)
         return encoder.eval()
 
     # ----------------------------------------------------------------------------------- forward
@@ -233,6 +269,9 @@ class SentenceEncoder(nn.Module, PromptRoles):
         ``with_states`` also the last layer's token states [N, L, H] of the same pass."""
         pooled, states = self._pool_with_states(input_ids, attention_mask, self.unpads_training())
         embeddings = self.head(pooled) if self.head is not None else pooled
+        for module in self.output_modules:  # Dense layers train; Normalize is for encoding only
+            if isinstance(module, Dense):
+                embeddings = module(embeddings)
         return (embeddings, states) if with_states else embeddings
 
     def token_states(self, input_ids, attention_mask, all_layers: bool = False):
@@ -247,7 +286,7 @@ class SentenceEncoder(nn.Module, PromptRoles):
     @property
     def output_dim(self) -> int:
         """Dimension of the training path's embeddings (the MLP head's output where there is one)."""
-        return self.head.dense.out_features if self.head is not None else self.dimension
+        return output_dimension(self.output_modules, self.hidden_size)
 
     def frozen_copy(self) -> SentenceEncoder:
         """A copy without gradients that stays in eval mode (no dropout) whatever ``train()`` says: a
@@ -291,6 +330,8 @@ class SentenceEncoder(nn.Module, PromptRoles):
         pooled = self._pool(input_ids, attention_mask)
         if self.head is not None and self.head.used_when_encoding():
             pooled = self.head(pooled)
+        for module in self.output_modules:
+            pooled = module(pooled)
         return pooled
 
     def with_dtype(self, dtype: str):
@@ -309,29 +350,27 @@ class SentenceEncoder(nn.Module, PromptRoles):
         return next(self.parameters()).device
 
     @property
-    def dimension(self) -> int:
+    def hidden_size(self) -> int:
+        """The backbone's hidden size: its token states' and the pooled vectors' dimension."""
         return int(self.backbone.config.hidden_size)
+
+    @property
+    def dimension(self) -> int:
+        """The dimension of ``encode``'s vectors (the last Dense layer's, else the hidden size)."""
+        return output_dimension(self.output_modules, self.hidden_size)
 
     @property
     def initializer_range(self) -> float:
         """The backbone's N(0, σ) initialisation σ, for heads that objectives add (BERT: 0.02)."""
         return float(getattr(self.backbone.config, "initializer_range", 0.02))
 
-    def encode(
-        self,
-        sentences: Sequence[str],
-        batch_size: int = 128,
-        normalize: bool = False,
-        show_progress: bool | None = None,
-        prompt_name: str | None = None,
-        prompt: str | None = None,
-    ) -> np.ndarray:
-        """Texts → float32 [N, D]. Batches are formed by token length to avoid padding. ``prompt_name``
-        (one of ``self.prompts``) or ``prompt`` (a text) goes before every sentence."""
-        before = prompt_text(self.prompts, prompt_name, prompt, self.source or "encode")
-        sentences = [before + s for s in sentences]
-        if not sentences:
-            return np.zeros((0, self.dimension), dtype=np.float32)
+    def _place(self, device: str) -> None:
+        """``encode(device=...)``: this model moved to ``device`` (sentence-transformers moves it too)."""
+        self.to(resolve_device(str(device), "device"))
+
+    def _embed(self, sentences: list[str], batch_size: int, show_progress: bool | None) -> np.ndarray:
+        """The embedding path on texts → float32 [N, D], in batches formed by token length (little padding);
+        the contract's ``encode`` (sentcl/encode_contract.py) shapes what it returns."""
         out = np.empty((len(sentences), self.dimension), dtype=np.float32)
         was_training = self.training
         self.eval()
@@ -343,20 +382,10 @@ class SentenceEncoder(nn.Module, PromptRoles):
                 for idx, batch in batches:
                     batch = batch.to(self.device)
                     vectors = self.encode_tokens(batch.input_ids[:, 0], batch.attention_mask[:, 0]).float()
-                    if normalize:
-                        vectors = torch.nn.functional.normalize(vectors, dim=-1)
                     out[idx] = vectors.cpu().numpy()
         finally:
             self.train(was_training)
         return require_finite(out, sentences, self.source)
-
-    def similarity(self, a: str | Sequence[str], b: str | Sequence[str], batch_size: int = 128) -> np.ndarray:
-        """Cosine similarity of every text of ``a`` with every text of ``b`` → [len(a), len(b)]."""
-        a = [a] if isinstance(a, str) else list(a)
-        b = [b] if isinstance(b, str) else list(b)
-        x = self.encode(a, batch_size=batch_size, normalize=True)
-        y = self.encode(b, batch_size=batch_size, normalize=True)
-        return x @ y.T
 
     # ----------------------------------------------------------------------------------- saving
     def save(self, path: str | Path, overwrite: bool = False) -> Path:
@@ -370,9 +399,18 @@ class SentenceEncoder(nn.Module, PromptRoles):
             if self.head is not None:
                 state = {k: v.detach().to("cpu").contiguous() for k, v in self.head.state_dict().items()}
                 save_file(state, str(tmp / HEAD_WEIGHTS))
+            first = 3 if self.head is not None and self.head.used_when_encoding() else 2
+            rows = write_modules(tmp, self.output_modules, first)
             if reason is None:
                 write_sentence_transformers_files(
-                    tmp, self.pooler, self.dimension, self.max_length, self.head, self.prompts
+                    tmp,
+                    self.pooler,
+                    self.hidden_size,
+                    self.max_length,
+                    self.head,
+                    self.prompts,
+                    rows,
+                    self.similarity_fn_name,
                 )
             else:
                 logger.warning("%s: not loadable by sentence-transformers: %s", path, reason)
@@ -382,6 +420,8 @@ class SentenceEncoder(nn.Module, PromptRoles):
                 "mlp_only_train": bool(self.head is not None and self.head.train_only),
                 "max_seq_length": self.max_length,
                 "prompts": self.prompts,
+                "modules": describe(rows, self.output_modules),
+                "similarity_fn_name": self.similarity_fn_name,
                 "sentence_transformers": {"exported": reason is None, "reason": reason},
             }
             (tmp / SENTCL_META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
@@ -409,10 +449,27 @@ def _one_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _sentence_transformers_pooler(folder: Path) -> str | None:
+def _sentence_transformers_pooler(chain) -> str | None:
     """The sentcl pooler equal to a sentence-transformers folder's Pooling module, if any."""
-    config = _read_json(folder / "1_Pooling" / "config.json") if folder.is_dir() else None
+    if chain is None or chain.pooling is None:
+        return None
+    config = _read_json(chain.pooling / "config.json")
     return from_sentence_transformers(config) if config else None
+
+
+def saved_modules(folder: Path, allow_pickle: bool = False) -> list[OutputModule]:
+    """The output modules a model folder carries (sentcl.json's list, else a sentence-transformers
+    folder's modules.json); none for a hub id or a plain Hugging Face folder."""
+    if not folder.is_dir():
+        return []
+    try:
+        meta = _read_json(folder / SENTCL_META)
+    except ValueError as exc:
+        raise ModelLoadError(_one_line(exc)) from None
+    if meta is not None:
+        return read_recorded(folder, meta.get("modules"), folder / SENTCL_META, allow_pickle)
+    chain = read_chain(folder, allow_pickle)
+    return chain.modules if chain is not None else []
 
 
 def saved_prompts(folder: Path, meta: dict | None = None) -> dict[str, str]:
@@ -435,6 +492,25 @@ def saved_prompts(folder: Path, meta: dict | None = None) -> dict[str, str]:
         return check_prompts(value, str(source))
     except PromptError as exc:
         raise ModelLoadError(str(exc)) from None
+
+
+def saved_similarity(folder: Path, meta: dict | None = None) -> str | None:
+    """The similarity function a model folder names (sentcl.json's, else sentence-transformers'
+    config_sentence_transformers.json), or None; one that is not known is a ModelLoadError naming the file."""
+    if not folder.is_dir():
+        return None
+    try:
+        if meta is None:
+            meta = _read_json(folder / SENTCL_META)
+        source = folder / (SENTCL_META if meta is not None else "config_sentence_transformers.json")
+        value = (meta if meta is not None else _read_json(source) or {}).get("similarity_fn_name")
+    except ValueError as exc:
+        raise ModelLoadError(_one_line(exc)) from None
+    if value is not None and value not in SIMILARITY_FUNCTIONS:
+        raise ModelLoadError(
+            f"{source}: similarity_fn_name {value!r} is not one of {', '.join(SIMILARITY_FUNCTIONS)}"
+        )
+    return value
 
 
 def _saved_max_length(name_or_path: str) -> int | None:

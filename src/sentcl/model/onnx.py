@@ -19,7 +19,6 @@ import json
 import logging
 import tempfile
 import warnings
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -27,8 +26,10 @@ import torch
 from transformers import AutoTokenizer
 
 from sentcl.atomic_write import atomic_folder
+from sentcl.config import ConfigError
 from sentcl.data.collate import sorted_batches
-from sentcl.embedder import PromptError, PromptRoles, check_prompts, prompt_text, require_finite, unit_rows
+from sentcl.embedder import PromptError, PromptRoles, check_prompts, require_finite
+from sentcl.encode_contract import SIMILARITY_FUNCTIONS, SentenceTransformersContract
 from sentcl.extras import require
 from sentcl.model.backbone import TOKENIZER_FILES, ModelLoadError
 
@@ -89,6 +90,8 @@ def export_onnx(encoder, folder: str | Path, int8: bool = False, overwrite: bool
                 "source": encoder.source,
                 "opset": OPSET,
                 "prompts": encoder.prompts,
+                "similarity_fn_name": encoder.similarity_fn_name,
+                "modules": [module.kind for module in encoder.output_modules],  # in the graph
             }
             (tmp / ONNX_META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     finally:
@@ -96,7 +99,7 @@ def export_onnx(encoder, folder: str | Path, int8: bool = False, overwrite: bool
     return folder
 
 
-class OnnxEncoder(PromptRoles):
+class OnnxEncoder(PromptRoles, SentenceTransformersContract):
     """An exported encoder in ONNX Runtime: ``encode(texts) → float32 [N, D]`` like ``SentenceEncoder``."""
 
     def __init__(self, session, tokenizer, meta: dict, source: str):
@@ -107,6 +110,7 @@ class OnnxEncoder(PromptRoles):
         self.precision = meta["precision"]
         self.source = source
         self.prompts: dict[str, str] = dict(meta.get("prompts") or {})  # checked by _check_meta
+        self.similarity_fn_name = meta.get("similarity_fn_name")  # checked by _check_meta
 
     @classmethod
     def load(cls, folder: str | Path, threads: int | None = None) -> OnnxEncoder:
@@ -180,21 +184,13 @@ class OnnxEncoder(PromptRoles):
         loaded.source = encoder.source
         return loaded
 
-    def encode(
-        self,
-        sentences: Sequence[str],
-        batch_size: int = 128,
-        normalize: bool = False,
-        show_progress: bool | None = None,
-        prompt_name: str | None = None,
-        prompt: str | None = None,
-    ) -> np.ndarray:
-        """Texts → float32 [N, D], batched by token length as ``SentenceEncoder.encode`` batches them, with
-        ``prompt_name`` / ``prompt`` as there."""
-        before = prompt_text(self.prompts, prompt_name, prompt, self.source)
-        sentences = [before + s for s in sentences]
-        if not sentences:
-            return np.zeros((0, self.dimension), dtype=np.float32)
+    def _place(self, device) -> None:
+        if str(device) not in ("cpu", "auto"):
+            raise ConfigError(f"device {device}: ONNX Runtime runs sentcl's ONNX and int8 models on the CPU")
+
+    def _embed(self, sentences: list[str], batch_size: int, show_progress: bool | None) -> np.ndarray:
+        """Texts → float32 [N, D], batched by token length as ``SentenceEncoder`` batches them; the
+        contract's ``encode`` (sentcl/encode_contract.py) shapes what it returns."""
         out = np.empty((len(sentences), self.dimension), dtype=np.float32)
         for idx, batch in sorted_batches(
             self.tokenizer, sentences, self.max_length, batch_size, show_progress
@@ -203,16 +199,8 @@ class OnnxEncoder(PromptRoles):
                 "input_ids": batch.input_ids[:, 0].numpy(),
                 "attention_mask": batch.attention_mask[:, 0].numpy(),
             }
-            vectors = self.session.run(["embeddings"], feeds)[0]
-            if normalize:
-                vectors = unit_rows(vectors)
-            out[idx] = vectors
+            out[idx] = self.session.run(["embeddings"], feeds)[0]
         return require_finite(out, sentences, self.source)
-
-    def similarity(self, a, b, batch_size: int = 128) -> np.ndarray:
-        a = [a] if isinstance(a, str) else list(a)
-        b = [b] if isinstance(b, str) else list(b)
-        return self.encode(a, batch_size, normalize=True) @ self.encode(b, batch_size, normalize=True).T
 
 
 def _check_meta(meta, path: Path) -> None:
@@ -222,6 +210,11 @@ def _check_meta(meta, path: Path) -> None:
         value = meta.get(key)
         if not isinstance(value, kind) or isinstance(value, bool) or (kind is int and value < 1):
             raise ModelLoadError(f"{path}: {key} is {value!r}, not a valid {kind.__name__}")
+    named = meta.get("similarity_fn_name")
+    if named not in (None, *SIMILARITY_FUNCTIONS):
+        raise ModelLoadError(
+            f"{path}: similarity_fn_name {named!r} is not one of {', '.join(SIMILARITY_FUNCTIONS)}"
+        )
     try:
         check_prompts(meta.get("prompts"), str(path))
     except PromptError as exc:

@@ -1,7 +1,8 @@
 """Write the files that let ``SentenceTransformer(path)`` load a sentcl model folder.
 
 The layout is sentence-transformers' classic one (modules.json → Transformer at the root, Pooling in
-``1_Pooling``, an optional Dense in ``2_Dense``), which every version from 2.x to 6.x reads.
+``1_Pooling``, an optional Dense in ``2_Dense`` for the MLP head, then the model's own Dense and Normalize
+modules, model/modules.py), which every version from 2.x to 6.x reads.
 Only poolers sentence-transformers can express are exported: ``avg`` → mean pooling,
 ``cls_before_pooler`` → CLS pooling, ``cls`` → CLS pooling plus the MLP as a tanh Dense layer when
 the head is used for encoding. ``avg_first_last`` and ``avg_top2`` have no sentence-transformers
@@ -33,7 +34,11 @@ def write_sentence_transformers_files(
     max_seq_length: int,
     head: MLPHead | None,
     prompts: dict[str, str] | None = None,
+    output_rows: list[dict] | None = None,
+    similarity_fn_name: str = "cosine",
 ) -> None:
+    """modules.json and the configs beside it; ``output_rows``: the modules.json rows of the Dense and
+    Normalize modules already written after the pooling (model/modules.py)."""
     mode = sentence_transformers_mode(pooler)
     modules = [
         {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
@@ -68,12 +73,14 @@ def write_sentence_transformers_files(
             "linear.bias": head.dense.bias.detach().to("cpu", torch.float32).contiguous(),
         }
         save_file(weights, str(dense_dir / "model.safetensors"))
-    _write_json(folder / "modules.json", modules)
+    _write_json(folder / "modules.json", modules + list(output_rows or []))
     _write_json(
         folder / "sentence_bert_config.json", {"max_seq_length": max_seq_length, "do_lower_case": False}
     )
     # the prompts load there too: SentenceTransformer(path).encode_query / encode(prompt_name=...)
-    settings = {"prompts": dict(prompts or {}), "default_prompt_name": None, "similarity_fn_name": "cosine"}
+    settings = {
+        "prompts": dict(prompts or {}), "default_prompt_name": None, "similarity_fn_name": similarity_fn_name,
+    }  # fmt: skip
     _write_json(folder / "config_sentence_transformers.json", settings)
 
 

@@ -88,7 +88,7 @@ class CLINE(MaskedLMObjective):
         super().__init__(config or CLINEConfig(), encoder)
         if data is not None and not isinstance(data, WordNetViewsDataset):
             raise ConfigError("data.augment: CLINE trains on WordNet views; set it to wordnet")
-        dimension = self.require_encoder().dimension
+        dimension = self.require_encoder().hidden_size
         if self.config.variant == "reference":  # LecbertTECHead: 3 classes; learned loss weights s_k
             self.detector = nn.Sequential(
                 nn.Linear(dimension, dimension), nn.GELU(), nn.LayerNorm(dimension), nn.Linear(dimension, 3)

@@ -101,7 +101,7 @@ class SelfGuided(ContrastiveObjective):
         self.fixed = self.require_encoder().frozen_copy()  # BERT_F
         if c.freeze_embeddings:
             encoder.freeze_input_embeddings()
-        self.projection = projection_head(encoder.dimension, c.projection_size, encoder.initializer_range)
+        self.projection = projection_head(encoder.hidden_size, c.projection_size, encoder.initializer_range)
 
     def regularizer(self) -> torch.Tensor:
         """Σ_θ ‖θ_T − θ_F‖² over BERT_T's trained parameters (the two encoders share one architecture)."""

@@ -7,7 +7,7 @@ from sentence_transformers.util.quantization import quantize_embeddings
 
 from sentcl.cli.main import main
 from sentcl.serving import IndexFolderError, SentenceIndex
-from sentcl.serving.quantize import QuantizationError, dequantize_int8, int8_ranges, quantize
+from sentcl.quantization import QuantizationError, dequantize_int8, int8_ranges, quantize
 from tests.conftest import SENTENCES
 
 

@@ -1,0 +1,242 @@
+"""sentence-transformers' ``encode()`` contract, written once for every sentcl encoder (the PyTorch
+``SentenceEncoder``, the ONNX ``OnnxEncoder``), so a user of sentence-transformers switches without surprises.
+
+What ``SentenceTransformer.encode`` (6.x) does, sentcl's ``encode`` does (tests/test_encode_contract.py runs
+the same calls on both and compares):
+
+* one string → one vector ``[D]``; a list (tuple, array of strings) → ``[N, D]``; an empty list → shape
+  ``(0,)`` (a list ``[]`` with ``convert_to_numpy=False``, an empty tensor with ``convert_to_tensor``);
+* ``prompt_name`` / ``prompt`` (the prompt wins when both are given, with a warning); every model has the
+  ``query`` and ``document`` prompts, empty unless it sets them;
+* ``truncate_dim`` (the model's ``truncate_dim`` by default) keeps the first dimensions, then
+  ``normalize_embeddings`` scales each vector to unit length, then ``precision`` (float32, int8, uint8,
+  binary, ubinary) quantizes, int8 / uint8 with ranges from the vectors themselves;
+* ``convert_to_tensor`` gives one tensor, ``convert_to_numpy`` (default) one array, neither a list of tensors;
+* ``device`` runs the model there; ``batch_size``, ``show_progress_bar`` as theirs;
+* ``similarity`` / ``similarity_pairwise`` take embeddings (sentcl also takes texts) and use
+  ``similarity_fn_name`` (cosine, dot, euclidean, manhattan: a negative distance), returning a tensor;
+* ``get_sentence_embedding_dimension`` / ``get_embedding_dimension``, ``max_seq_length``, ``tokenize``.
+
+sentcl's own keyword names stay: ``normalize`` (= ``normalize_embeddings``) and ``show_progress``
+(= ``show_progress_bar``). Where sentcl refuses what sentence-transformers lets pass, it says so: an unknown
+keyword, ``output_value`` other than sentence embeddings, a ``truncate_dim`` below 1, a non-text input.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import torch
+
+from sentcl.embedder import prompt_text
+from sentcl.quantization import EMBEDDING_PRECISIONS, quantize
+
+logger = logging.getLogger(__name__)
+
+SIMILARITY_FUNCTIONS = ("cosine", "dot", "euclidean", "manhattan")
+
+
+class EncodeArgumentError(ValueError):
+    """An argument of ``encode`` / ``similarity`` that sentcl cannot honour; the message names it."""
+
+
+def as_texts(sentences) -> tuple[list[str], bool]:
+    """(the texts, whether one text was given) for what ``encode`` accepts; an EncodeArgumentError names the
+    first item that is not a text."""
+    if isinstance(sentences, str):
+        return [sentences], True
+    if isinstance(sentences, np.ndarray):
+        sentences = sentences.tolist()
+    if not isinstance(sentences, Iterable) or isinstance(sentences, (bytes, dict)):
+        raise EncodeArgumentError(f"encode takes a text or a list of texts, not {type(sentences).__name__}")
+    texts = list(sentences)
+    for position, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise EncodeArgumentError(
+                f"encode: item {position} is {type(text).__name__}, not a text (sentcl encodes texts only)"
+            )
+    return texts, False
+
+
+def similarity_matrix(a, b, name: str) -> torch.Tensor:
+    """[N, M] scores of every row of ``a`` with every row of ``b`` under ``name`` (a 1-D input is one row)."""
+    x, y = _rows(a), _rows(b)
+    if name == "cosine":
+        return torch.nn.functional.normalize(x, dim=-1) @ torch.nn.functional.normalize(y, dim=-1).T
+    if name == "dot":
+        return x @ y.T
+    return -torch.cdist(x, y, p=2.0 if name == "euclidean" else 1.0)
+
+
+def similarity_pairs(a, b, name: str) -> torch.Tensor:
+    """[N] scores of row i of ``a`` with row i of ``b`` under ``name``."""
+    x, y = _rows(a), _rows(b)
+    if x.shape != y.shape:
+        raise EncodeArgumentError(f"similarity_pairwise: {list(x.shape)} and {list(y.shape)} rows differ")
+    if name == "cosine":
+        return (torch.nn.functional.normalize(x, dim=-1) * torch.nn.functional.normalize(y, dim=-1)).sum(-1)
+    if name == "dot":
+        return (x * y).sum(-1)
+    if name == "euclidean":
+        return -torch.linalg.vector_norm(x - y, dim=-1)
+    return -(x - y).abs().sum(-1)
+
+
+def _rows(value) -> torch.Tensor:
+    if isinstance(value, list) and value and all(isinstance(v, torch.Tensor) for v in value):
+        value = torch.stack(value)
+    tensor = torch.as_tensor(np.asarray(value) if isinstance(value, list) else value)
+    if not tensor.is_floating_point() or tensor.dtype in (torch.float16, torch.bfloat16):
+        tensor = tensor.float()
+    return tensor.unsqueeze(0) if tensor.dim() == 1 else tensor
+
+
+class SentenceTransformersContract:
+    """``encode`` and its companions as sentence-transformers has them. A subclass gives ``dimension``,
+    ``max_length``, ``tokenizer``, ``prompts``, ``source`` and ``_embed(texts, batch_size, show_progress) →
+    float32 [N, D]`` (the model's own vectors, its output modules applied), and ``_place(device)``."""
+
+    #: the dimension ``encode`` truncates to by default (sentence-transformers' ``truncate_dim``)
+    truncate_dim: int | None = None
+    _similarity_fn_name: str | None = None
+
+    # ------------------------------------------------------------------------------------- encode
+    def encode(
+        self,
+        sentences: str | Sequence[str],
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        batch_size: int = 128,
+        show_progress_bar: bool | None = None,
+        output_value: str | None = "sentence_embedding",
+        precision: str = "float32",
+        convert_to_numpy: bool = True,
+        convert_to_tensor: bool = False,
+        device: str | None = None,
+        normalize_embeddings: bool = False,
+        truncate_dim: int | None = None,
+        *,
+        normalize: bool | None = None,
+        show_progress: bool | None = None,
+        pool=None,
+        chunk_size: int | None = None,
+        **unknown,
+    ):
+        """Texts → vectors, as ``SentenceTransformer.encode`` returns them (this module's docstring)."""
+        where = self.source or "encode"
+        if unknown:
+            raise EncodeArgumentError(f"encode: unknown keyword(s) {', '.join(sorted(unknown))}")
+        if pool is not None or chunk_size is not None:
+            raise EncodeArgumentError(
+                "encode: pool / chunk_size (multi-process) are not sentcl's; see sentcl encode --device"
+            )
+        if output_value != "sentence_embedding":
+            raise EncodeArgumentError(
+                f"encode: output_value {output_value!r}: sentcl returns sentence embeddings only"
+            )
+        if precision not in EMBEDDING_PRECISIONS:
+            raise EncodeArgumentError(
+                f"encode: precision {precision!r} is not one of {', '.join(EMBEDDING_PRECISIONS)}"
+            )
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise EncodeArgumentError(f"encode: batch_size must be a positive integer, got {batch_size!r}")
+        normalize_embeddings = _either(normalize_embeddings, normalize, "normalize_embeddings", "normalize")
+        show_progress_bar = _either(show_progress_bar, show_progress, "show_progress_bar", "show_progress")
+        truncate_dim = self.truncate_dim if truncate_dim is None else truncate_dim
+        if truncate_dim is not None and (
+            isinstance(truncate_dim, bool) or not isinstance(truncate_dim, int) or truncate_dim < 1
+        ):
+            raise EncodeArgumentError(
+                f"encode: truncate_dim must be a positive integer, got {truncate_dim!r}"
+            )
+        texts, single = as_texts(sentences)
+        before = prompt_text(self.prompts, prompt_name, prompt, where)
+        if device is not None:
+            self._place(device)
+        if texts:
+            vectors = self._embed([before + t for t in texts], batch_size, show_progress_bar)
+            if truncate_dim is not None:
+                vectors = vectors[:, :truncate_dim]
+            if normalize_embeddings:
+                vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+            vectors = np.ascontiguousarray(vectors)
+            if precision != "float32":
+                vectors = quantize(vectors, precision)
+        if convert_to_tensor:
+            result = torch.from_numpy(vectors) if texts else torch.tensor([])
+        elif convert_to_numpy:
+            result = vectors if texts else np.array([])
+        else:
+            result = [torch.from_numpy(row) for row in vectors] if texts else []
+        return result[0] if single else result
+
+    # ------------------------------------------------------------------------------- similarity
+    @property
+    def similarity_fn_name(self) -> str:
+        """The similarity ``similarity`` uses: cosine unless the model or the user set another."""
+        return self._similarity_fn_name or "cosine"
+
+    @similarity_fn_name.setter
+    def similarity_fn_name(self, value: str | None) -> None:
+        value = getattr(value, "value", value)  # sentence-transformers' SimilarityFunction enum
+        if value is not None and value not in SIMILARITY_FUNCTIONS:
+            raise EncodeArgumentError(
+                f"similarity_fn_name {value!r} is not one of {', '.join(SIMILARITY_FUNCTIONS)}"
+            )
+        self._similarity_fn_name = value
+
+    def similarity(self, a, b, batch_size: int = 128) -> torch.Tensor:
+        """Scores [N, M] of every item of ``a`` with every item of ``b``: embeddings (an array, a tensor, a
+        list of either; 1-D is one row) or texts (encoded first)."""
+        x, y = (self._embeddings_of(v, batch_size) for v in (a, b))
+        return similarity_matrix(x, y, self.similarity_fn_name)
+
+    def similarity_pairwise(self, a, b, batch_size: int = 128) -> torch.Tensor:
+        """Scores [N] of item i of ``a`` with item i of ``b`` (embeddings or texts)."""
+        x, y = (self._embeddings_of(v, batch_size) for v in (a, b))
+        return similarity_pairs(x, y, self.similarity_fn_name)
+
+    def _embeddings_of(self, value, batch_size: int):
+        texts = isinstance(value, str) or (
+            isinstance(value, (list, tuple)) and len(value) > 0 and all(isinstance(v, str) for v in value)
+        )
+        return self.encode(value, batch_size=batch_size) if texts else value
+
+    # -------------------------------------------------------------------------------- the rest
+    def get_sentence_embedding_dimension(self) -> int:
+        """The vectors' dimension (after ``truncate_dim``), as sentence-transformers names it."""
+        return min(self.dimension, self.truncate_dim or self.dimension)
+
+    def get_embedding_dimension(self) -> int:
+        return self.get_sentence_embedding_dimension()
+
+    @property
+    def max_seq_length(self) -> int:
+        """Tokens per text (special tokens included); longer texts are truncated."""
+        return self.max_length
+
+    @max_seq_length.setter
+    def max_seq_length(self, value: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 2:
+            raise EncodeArgumentError(f"max_seq_length must be an integer ≥ 2, got {value!r}")
+        self.max_length = value
+
+    def tokenize(self, texts: Sequence[str]) -> dict[str, torch.Tensor]:
+        """The padded token tensors ``texts`` encode with (``input_ids``, ``attention_mask``, …)."""
+        texts, _ = as_texts(texts)
+        return dict(
+            self.tokenizer(
+                texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
+            )
+        )
+
+
+def _either(theirs, ours, their_name: str, our_name: str):
+    """sentence-transformers' keyword and sentcl's alias for it: the one given (both only when they agree)."""
+    if ours is None:
+        return theirs
+    if theirs not in (None, False) and theirs != ours:
+        raise EncodeArgumentError(f"encode: {their_name}={theirs!r} and {our_name}={ours!r} disagree")
+    return ours

@@ -1,0 +1,250 @@
+"""sentcl's encode() contract against sentence-transformers' own: the same calls on both libraries, over a
+matrix of inputs and options, on a tiny model saved by sentence-transformers with a Dense layer and
+Normalize after its Pooling (so the model's own modules are exercised too)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from sentence_transformers import SentenceTransformer
+from sentence_transformers.base import modules as st_modules
+from sentence_transformers.sentence_transformer.modules import Pooling
+
+from sentcl.encode_contract import EncodeArgumentError
+from sentcl.model import SentenceEncoder
+from sentcl.model.backbone import ModelLoadError
+from sentcl.model.encoder import ModelConfig
+from sentcl.model.modules import Dense, Normalize
+
+TEXTS = [
+    "a man plays the ball in the park",
+    "the dog runs",
+    "a woman reads a book in the house with the cat",
+    "two children eat food",
+    "they walk",
+]
+LONG = " ".join(["the small dog jumps in the park"] * 40)  # beyond the model's 64 positions
+PROMPTS = {"query": "query: ", "passage": "passage: "}
+
+
+@pytest.fixture(scope="module")
+def st_folder(tiny_model_dir, tmp_path_factory):
+    """A sentence-transformers folder: Transformer → mean Pooling → Dense(32 → 16, tanh) → Normalize."""
+    torch.manual_seed(3)
+    transformer = st_modules.Transformer(str(tiny_model_dir), max_seq_length=64)
+    pooling = Pooling(transformer.get_embedding_dimension(), "mean")
+    dense = st_modules.Dense(transformer.get_embedding_dimension(), 16)
+    model = SentenceTransformer(
+        modules=[transformer, pooling, dense, st_modules.Normalize()], prompts=PROMPTS
+    )
+    folder = tmp_path_factory.mktemp("st") / "model"
+    model.save(str(folder))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def peer(st_folder):
+    return SentenceTransformer(str(st_folder), device="cpu")
+
+
+@pytest.fixture(scope="module")
+def ours(st_folder):
+    return SentenceEncoder.load(str(st_folder))
+
+
+@pytest.fixture(scope="module")
+def ours_onnx(ours, tmp_path_factory):
+    pytest.importorskip("onnxruntime")
+    from sentcl.model.onnx import OnnxEncoder, export_onnx
+
+    return OnnxEncoder.load(export_onnx(ours, tmp_path_factory.mktemp("onnx") / "model"))
+
+
+def test_the_models_own_modules_are_loaded(ours):
+    kinds = [type(m) for m in ours.output_modules]
+    assert kinds == [Dense, Normalize]
+    assert ours.dimension == ours.get_sentence_embedding_dimension() == 16
+    assert ours.prompts == {**PROMPTS, "document": ""}  # sentence-transformers saves the empty one
+
+
+def _same(theirs, mine, atol: float = 1e-5) -> None:
+    assert type(mine) is type(theirs), (type(mine), type(theirs))
+    if isinstance(theirs, list):
+        assert len(mine) == len(theirs)
+        for a, b in zip(theirs, mine, strict=True):
+            _same(a, b, atol)
+        return
+    a, b = np.asarray(theirs), np.asarray(mine)
+    assert b.shape == a.shape and b.dtype == a.dtype, (b.shape, b.dtype, a.shape, a.dtype)
+    if a.dtype.kind == "f":
+        np.testing.assert_allclose(b, a, atol=atol)
+    else:  # codes: a float a hair from a bucket's edge may land in the next bucket
+        diff = np.abs(a.astype(np.int16) - b.astype(np.int16))
+        assert diff.max(initial=0) <= 1 and (diff == 0).mean() >= 0.99
+
+
+INPUTS = {
+    "one text": TEXTS[0],
+    "a list": TEXTS,
+    "a tuple": tuple(TEXTS),
+    "an array": np.array(TEXTS),
+    "empty": [],
+    "long texts": [LONG, TEXTS[1]],
+}
+OPTIONS = {
+    "defaults": {},
+    "normalize_embeddings": {"normalize_embeddings": True},
+    "convert_to_tensor": {"convert_to_tensor": True},
+    "list of tensors": {"convert_to_numpy": False},
+    "truncate_dim": {"truncate_dim": 8},
+    "truncate and normalize": {"truncate_dim": 8, "normalize_embeddings": True},
+    "prompt_name": {"prompt_name": "query"},
+    "default document prompt": {"prompt_name": "document"},
+    "prompt": {"prompt": "passage: "},
+    "batch_size": {"batch_size": 2},
+    **{precision: {"precision": precision} for precision in ("int8", "uint8", "binary", "ubinary")},
+    "int8 as a tensor": {"precision": "int8", "convert_to_tensor": True},
+}
+
+
+def _calls():
+    """Every (input, option) pair, less int8/uint8 of fewer than three texts: both libraries refuse ranges
+    from one vector (tested below)."""
+    for given in INPUTS:
+        for option, kwargs in OPTIONS.items():
+            if "int8" in kwargs.get("precision", "") and given in ("one text", "long texts"):
+                continue
+            yield given, option
+
+
+@pytest.mark.parametrize("backend", ["torch", "onnx"])
+@pytest.mark.parametrize("given, option", list(_calls()))
+def test_encode_returns_what_sentence_transformers_returns(peer, ours, ours_onnx, backend, given, option):
+    model = ours if backend == "torch" else ours_onnx
+    _same(peer.encode(INPUTS[given], **OPTIONS[option]), model.encode(INPUTS[given], **OPTIONS[option]))
+
+
+def test_int8_of_one_text_is_refused_by_both(peer, ours):
+    with pytest.raises(ValueError):
+        peer.encode(TEXTS[0], precision="int8")
+    with pytest.raises(ValueError, match="at least two"):
+        ours.encode(TEXTS[0], precision="int8")
+
+
+def test_sentcl_keyword_names_stay(ours):
+    np.testing.assert_array_equal(
+        ours.encode(TEXTS, normalize=True, show_progress=False),
+        ours.encode(TEXTS, normalize_embeddings=True, show_progress_bar=False),
+    )
+    with pytest.raises(EncodeArgumentError, match="disagree"):
+        ours.encode(TEXTS, normalize=False, normalize_embeddings=True)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"nonsense": 1}, "unknown keyword"),
+        ({"output_value": "token_embeddings"}, "sentence embeddings only"),
+        ({"precision": "float16"}, "not one of"),
+        ({"truncate_dim": 0}, "positive integer"),
+        ({"batch_size": 0}, "positive integer"),
+    ],
+)
+def test_what_sentcl_cannot_honour_is_one_clear_error(ours, kwargs, match):
+    with pytest.raises(EncodeArgumentError, match=match):
+        ours.encode(TEXTS, **kwargs)
+
+
+def test_a_non_text_item_is_named(ours):
+    with pytest.raises(EncodeArgumentError, match="item 1 is int"):
+        ours.encode(["a text", 3])
+
+
+def test_an_unknown_prompt_name_is_refused_by_both(peer, ours):
+    with pytest.raises(ValueError):
+        peer.encode(TEXTS, prompt_name="nope")
+    with pytest.raises(ValueError, match="no prompt 'nope'"):
+        ours.encode(TEXTS, prompt_name="nope")
+
+
+@pytest.mark.parametrize("name", ["cosine", "dot", "euclidean", "manhattan"])
+def test_similarity_takes_embeddings_as_sentence_transformers_does(peer, ours, name):
+    peer.similarity_fn_name, ours.similarity_fn_name = name, name
+    try:
+        a, b = peer.encode(TEXTS[:3]), peer.encode(TEXTS[2:])
+        for x, y in ((a, b), (a[0], b), (torch.from_numpy(a), list(torch.from_numpy(b)))):
+            theirs, mine = peer.similarity(x, y), ours.similarity(x, y)
+            assert isinstance(mine, torch.Tensor) and mine.shape == theirs.shape
+            torch.testing.assert_close(mine, theirs, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(
+            ours.similarity_pairwise(a, b), peer.similarity_pairwise(a, b), atol=1e-5, rtol=1e-5
+        )
+        # sentcl also takes texts, encoded first
+        torch.testing.assert_close(
+            ours.similarity(TEXTS[:3], TEXTS[2:]), peer.similarity(a, b), atol=1e-5, rtol=1e-5
+        )
+    finally:
+        peer.similarity_fn_name = ours.similarity_fn_name = "cosine"
+
+
+def test_the_companions_sentence_transformers_users_call(peer, ours):
+    assert ours.get_sentence_embedding_dimension() == peer.get_embedding_dimension()
+    assert ours.max_seq_length == peer.max_seq_length == 64
+    tokens = ours.tokenize(TEXTS[:2])
+    theirs = peer.preprocess(TEXTS[:2])
+    torch.testing.assert_close(tokens["input_ids"], theirs["input_ids"])
+    torch.testing.assert_close(tokens["attention_mask"], theirs["attention_mask"])
+    with pytest.raises(EncodeArgumentError):
+        ours.similarity_fn_name = "maxsim"
+
+
+def test_a_saved_folder_keeps_the_modules_and_loads_in_sentence_transformers(ours, tmp_path):
+    folder = ours.save(tmp_path / "saved")
+    rows = json.loads((folder / "modules.json").read_text())
+    assert [row["type"].rsplit(".", 1)[1] for row in rows] == ["Transformer", "Pooling", "Dense", "Normalize"]
+    reloaded = SentenceTransformer(str(folder), device="cpu")
+    np.testing.assert_allclose(reloaded.encode(TEXTS), ours.encode(TEXTS), atol=1e-6)
+    again = SentenceEncoder.load(str(folder))
+    np.testing.assert_array_equal(again.encode(TEXTS), ours.encode(TEXTS))
+    assert reloaded.prompts["passage"] == "passage: "
+
+
+def test_training_inherits_the_modules_unless_the_recipe_says_otherwise(st_folder):
+    started = SentenceEncoder.from_config(ModelConfig(name_or_path=str(st_folder), pooler="avg"))
+    assert [type(m) for m in started.output_modules] == [Dense, Normalize]
+    dense = started.output_modules[0]
+    assert all(p.requires_grad for p in dense.parameters())  # trained with the encoder
+    ids = torch.tensor([[2, 10, 11, 3]])
+    mask = torch.ones_like(ids)
+    trained_path = started.train().embed_tokens(ids, mask)
+    assert trained_path.shape == (1, 16) and not torch.allclose(trained_path.norm(dim=-1), torch.ones(1))
+    plain = SentenceEncoder.from_config(ModelConfig(name_or_path=str(st_folder), keep_modules=False))
+    assert len(plain.output_modules) == 0 and plain.dimension == 32
+    unnormalised = SentenceEncoder.from_config(ModelConfig(name_or_path=str(st_folder), normalize=False))
+    assert [type(m) for m in unnormalised.output_modules] == [Dense]
+
+
+def test_a_module_sentcl_does_not_run_is_refused(st_folder, tmp_path):
+    import shutil
+
+    folder = tmp_path / "other"
+    shutil.copytree(st_folder, folder)
+    rows = json.loads((folder / "modules.json").read_text())
+    rows.insert(
+        2, {"idx": 9, "name": "9", "path": "9_LayerNorm", "type": "sentence_transformers.models.LayerNorm"}
+    )
+    (folder / "modules.json").write_text(json.dumps(rows))
+    with pytest.raises(ModelLoadError, match=r"modules\.json: module 2 .*LayerNorm.* refused"):
+        SentenceEncoder.load(str(folder))
+
+
+def test_mteb_encoder_takes_texts_as_sentence_transformers_does(st_folder, peer):
+    pytest.importorskip("mteb")
+    from sentcl.mteb_encoder import MTEBEncoder
+
+    encoder = MTEBEncoder(str(st_folder))
+    _same(peer.encode(TEXTS[0]), encoder.encode(TEXTS[0]))
+    _same(peer.encode(TEXTS, normalize_embeddings=True), encoder.encode(TEXTS, normalize_embeddings=True))

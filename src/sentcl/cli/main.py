@@ -35,9 +35,9 @@ from sentcl.model.pooling import LOADING_DEFAULT
 from sentcl.postprocess import POSTPROCESSORS, PostProcessedEmbedder, fit_postprocessor, load_postprocessor
 from sentcl.postprocess.corpus import fit_corpus
 from sentcl.precision import PRECISIONS
+from sentcl.quantization import EMBEDDING_PRECISIONS, QuantizationError, int8_ranges, quantize
 from sentcl.serving import IndexFolderError, SentenceIndex
 from sentcl.serving.mining import MiningError, MiningOptions, mine
-from sentcl.serving.quantize import EMBEDDING_PRECISIONS, QuantizationError, int8_ranges, quantize
 from sentcl.training import CheckpointError, TrainingError
 from sentcl.training.kinds import load_run_recipe, replace_training, run, summary
 from sentcl.training.model_card import add_evaluation
@@ -236,16 +236,29 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--out", required=True, help=".tsv, .csv or .jsonl with sent0, sent1, hard_neg")
     p.add_argument("--corpus", help="more candidate sentences, one per line, beside the positives")
-    p.add_argument("--range-min", type=int, default=0, help="skip the closest N candidates (default 0)")
     p.add_argument(
-        "--range-max", type=positive_int, default=10, help="look no further than rank N (default 10)"
+        "--range-min", type=int, default=0,
+        help="skip the N best candidates that pass the filters (default 0)",
+    )  # fmt: skip
+    p.add_argument(
+        "--range-max", type=positive_int,
+        help="take no more than the N best candidates that pass the filters (default: derived as "
+        "sentence-transformers derives it)",
+    )  # fmt: skip
+    p.add_argument("--num-negatives", type=positive_int, default=3, help="negatives per anchor (default 3)")
+    p.add_argument("--absolute-margin", type=float, help="negative ≤ hardest positive's score − MARGIN")
+    p.add_argument(
+        "--relative-margin", type=float, help="negative ≤ hardest positive's score s − |s| × MARGIN"
     )
-    p.add_argument("--num-negatives", type=positive_int, default=1, help="negatives per anchor: one row each")
-    p.add_argument("--absolute-margin", type=float, help="negative ≤ positive score − MARGIN")
-    p.add_argument("--relative-margin", type=float, help="negative ≤ positive score × (1 − MARGIN)")
     p.add_argument("--max-score", type=float, help="skip candidates above this cosine (likely positives)")
+    p.add_argument("--min-score", type=float, help="skip candidates below this cosine")
     p.add_argument("--sampling", choices=["top", "random"], default="top")
-    p.add_argument("--seed", type=int, default=12)
+    p.add_argument("--seed", type=int, default=12, help="random sampling's seed")
+    p.add_argument(
+        "--keep-near-duplicates", action="store_true",
+        help="let a candidate equal to the anchor or a positive (case and spaces folded) be a negative, as "
+        "sentence-transformers does",
+    )  # fmt: skip
     p.add_argument("--pooler", choices=list(POOLERS))
     p.add_argument("--batch-size", type=positive_int, default=128)
     p.add_argument("--overwrite", action="store_true", help="replace a file already at --out")
@@ -582,7 +595,7 @@ def run_mine(args: argparse.Namespace) -> int:
         raise ConfigError(f"--out {args.out}: write .tsv, .csv or .jsonl")
     options = MiningOptions(
         args.range_min, args.range_max, args.num_negatives, args.absolute_margin, args.relative_margin,
-        args.max_score, args.sampling, args.seed,
+        args.max_score, args.min_score, args.sampling, args.seed, not args.keep_near_duplicates,
     )  # fmt: skip
     options.check()  # before anything is read or encoded
     records = read_records(args.pairs)
@@ -607,9 +620,11 @@ def run_mine(args: argparse.Namespace) -> int:
             writer.writerow(["sent0", "sent1", "hard_neg"])
             writer.writerows(mined.rows)
     print(
-        f"{args.out}: {len(mined.rows)} rows for {len(pairs) - mined.without} of {len(pairs)} pairs "
-        f"({mined.without} without a negative that passes the filters); cosine with the anchor: positives "
-        f"{np.mean(mined.positive_scores):.3f}, negatives {np.mean(mined.negative_scores):.3f} (means)"
+        f"{args.out}: {len(mined.rows)} rows from {len(pairs)} pairs; {mined.anchors - mined.without} of "
+        f"{mined.anchors} anchors kept a negative ({mined.without} none that passes the filters, "
+        f"{mined.short} fewer than {options.num_negatives}; range-max {mined.range_max}); cosine with the "
+        f"anchor: positives {np.mean(mined.positive_scores):.3f}, negatives "
+        f"{np.mean(mined.negative_scores):.3f} (means over rows)"
     )
     return 0
 

@@ -73,7 +73,27 @@ FAULTS = {  # name: (how the folder is broken, what the one line says)
     ),
     "corrupt config.json": (
         lambda f: (f / "config.json").write_text("{not json"),
-        r"cannot load the model \(.*config.json.* not a valid JSON",
+        r"config\.json: not a config this model can load \(.*not a valid JSON",
+    ),
+    "a config field of the wrong type": (
+        lambda f: _edit_json(f / "config.json", hidden_size="big"),
+        r"config\.json: not a config this model can load \(Validation error for field 'hidden_size'.*got str",
+    ),
+    "an unknown model type": (
+        lambda f: _edit_json(f / "config.json", model_type="nonsense"),
+        r"config\.json: not a config this model can load \(.*model type `nonsense`",
+    ),
+    "no model type": (
+        lambda f: (f / "config.json").write_text(json.dumps({"hidden_size": 32})),
+        r"config\.json: not a config this model can load \(Unrecognized model",
+    ),
+    "a size below 1": (
+        lambda f: _edit_json(f / "config.json", num_attention_heads=-1),
+        r"config\.json: num_attention_heads is -1, not a positive integer",
+    ),
+    "heads that do not divide the width": (
+        lambda f: _edit_json(f / "config.json", num_attention_heads=3),
+        r"config\.json: hidden_size 32 is not a multiple of num_attention_heads 3",
     ),
     "NaN weights": (
         lambda f: _rewrite_weights(f, _nan),
@@ -126,7 +146,10 @@ def test_a_broken_model_is_refused_by_name(fault, broken):
 
 
 @pytest.mark.parametrize("command", ["evaluate", "encode", "index", "serve", "export"])
-@pytest.mark.parametrize("fault", ["renamed weights", "layer 1 missing", "no tokenizer", "NaN weights"])
+@pytest.mark.parametrize(
+    "fault",
+    ["renamed weights", "layer 1 missing", "no tokenizer", "NaN weights", "a config field of the wrong type"],
+)
 def test_every_command_refuses_a_broken_model_with_one_line(
     command, fault, broken, stsb_data_dir, tmp_path, capsys, monkeypatch
 ):
@@ -148,7 +171,9 @@ def test_every_command_refuses_a_broken_model_with_one_line(
     assert [line for line in lines if "error" in line.lower()] == lines[
         -1:
     ] and "Traceback" not in captured.err
-    assert lines[-1].startswith(f"sentcl {command}: error: {model}: ")
+    assert lines[-1].startswith(
+        (f"sentcl {command}: error: {model}: ", f"sentcl {command}: error: {model}/config.json: ")
+    )
     assert "Spearman" not in captured.out
     assert not any((tmp_path / name).exists() for name in ("e.npy", "idx", "onnx"))
 

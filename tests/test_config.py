@@ -26,6 +26,11 @@ def test_unknown_keys_are_errors_naming_the_key():
         ({"objective": {"name": "simclr9"}}, "objective.name: 'simclr9' is not one of"),
         ({"model": {"name_or_path": "m", "pooler": "max"}}, "model.pooler: 'max' is not one of"),
         ({"data": {}}, "data.train_file: a training file is required"),
+        ({"objective": {"temperature": float("inf")}}, r"objective.temperature: inf is not a finite number"),
+        ({"objective": {"temperature": "nan"}}, r"objective.temperature: .*nan.* is not a finite number"),
+        ({"training": {"learning_rate": float("-inf")}}, r"training.learning_rate: -inf is not a finite"),
+        ({"objective": {"name": "simcse", "hard_negative_weight": float("nan")}}, r"not a finite number"),
+        ({"objective": {"name": "align_uniform", "uniform_weight": -1}}, r"uniform_weight: a weight is ≥ 0"),
     ],
 )
 def test_bad_values_name_the_key(section, message):

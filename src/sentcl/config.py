@@ -6,7 +6,9 @@ Depends on nothing else in sentcl, so every layer may use it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import math
 import os
 import re
 import types
@@ -80,12 +82,12 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         return value
     if tp is float:
         if isinstance(value, str):  # PyYAML (YAML 1.1) reads 1e-5 as a string; accept it as a number
-            try:
-                return float(value)
-            except ValueError:
-                pass
+            with contextlib.suppress(ValueError):
+                value = float(value)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{key}: expected a number, got {shown(value)}")
+        if not math.isfinite(value):  # no setting means infinity or NaN: inf temperature trains nothing
+            raise ConfigError(f"{key}: {shown(value)} is not a finite number")
         return float(value)
     if tp is str:
         if not isinstance(value, str):
@@ -105,6 +107,8 @@ def from_dict(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
             known = ", ".join(sorted(fields))
             raise ConfigError(f"unknown config key {key!r} (known here: {known})")
         kwargs[name] = _coerce(value, hints[name], key)
+        if name.endswith("_weight") and isinstance(kwargs[name], float) and kwargs[name] < 0:
+            raise ConfigError(f"{key}: a weight is ≥ 0, got {shown(value)}")
     try:
         obj = cls(**kwargs)
     except TypeError as exc:  # a required field is missing

@@ -122,6 +122,11 @@ def test_encode_index_search_commands(tiny_model_dir, tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == f"query: {SENTENCES[4]}" and len(lines) == 4
     assert any(line.strip().endswith(SENTENCES[4]) for line in lines[1:])
+    for threshold in ("nan", "inf", "1.5"):  # refused with one line, not "no hits"
+        with pytest.raises(SystemExit) as refused:
+            main(["search", str(tmp_path / "idx"), SENTENCES[4], "--threshold", threshold])
+        assert refused.value.code == 2
+        assert "--threshold" in capsys.readouterr().err
     assert (
         main(["encode", str(tiny_model_dir), str(tmp_path / "absent.txt"), "--out", str(tmp_path / "x.npy")])
         == 2

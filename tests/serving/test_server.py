@@ -24,6 +24,9 @@ def test_health(served):
     assert body["dimension"] == served.encoder.dimension
     assert body["index_size"] == len(SENTENCES)
     assert body["limits"]["max_inputs"] == 8
+    # the budgets the server enforces, never null where the OpenAPI document gives a number
+    budgets = httpx.get(f"{served.url}/openapi.json").json()["info"]["x-sentcl-budgets"]
+    assert body["limits"]["max_request_chars"] == budgets["max_request_chars"] > 0
 
 
 def test_openai_embeddings_match_the_encoder(served):
@@ -117,6 +120,12 @@ def test_malformed_bodies_and_routes(served):
     )
     assert broken.status_code == 422 and broken.json()["error"]["param"] is None
     assert broken.json()["error"]["message"].startswith("the body is not valid JSON")
+    twice = httpx.post(
+        f"{served.url}/search", content=b'{"query": "a", "top_k": 1, "top_k": 5}',
+        headers={"content-type": "application/json"},
+    )  # fmt: skip
+    assert twice.status_code == 422, twice.text  # not "the last wins"
+    assert "the key 'top_k' appears twice" in twice.json()["error"]["message"]
     assert httpx.post(f"{served.url}/search", content=b"x" * (4 * 1024 * 1024 + 1)).status_code == 413
 
     def chunks():  # no Content-Length: 40 MB sent chunked must be cut at the limit, not read whole

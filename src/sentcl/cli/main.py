@@ -7,6 +7,7 @@ import csv
 import errno
 import json
 import logging
+import math
 import re
 import sys
 from functools import partial
@@ -72,6 +73,25 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} is less than 1")
+    return value
+
+
+def finite_float(text: str) -> float:
+    """An argparse type: a finite number (nan and inf are refused with one line)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
+
+
+def cosine(text: str) -> float:
+    """An argparse type: a cosine, in [-1, 1] (the server's /search takes the same range)."""
+    value = finite_float(text)
+    if not -1 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a cosine in [-1, 1]")
     return value
 
 
@@ -246,12 +266,14 @@ def build_parser() -> argparse.ArgumentParser:
         "sentence-transformers derives it)",
     )  # fmt: skip
     p.add_argument("--num-negatives", type=positive_int, default=3, help="negatives per anchor (default 3)")
-    p.add_argument("--absolute-margin", type=float, help="negative ≤ hardest positive's score − MARGIN")
+    p.add_argument("--absolute-margin", type=finite_float, help="negative ≤ hardest positive score − MARGIN")
     p.add_argument(
-        "--relative-margin", type=float, help="negative ≤ hardest positive's score s − |s| × MARGIN"
+        "--relative-margin", type=finite_float, help="negative ≤ hardest positive's score s − |s| × MARGIN"
     )
-    p.add_argument("--max-score", type=float, help="skip candidates above this cosine (likely positives)")
-    p.add_argument("--min-score", type=float, help="skip candidates below this cosine")
+    p.add_argument(
+        "--max-score", type=finite_float, help="skip candidates above this cosine (likely positive)"
+    )
+    p.add_argument("--min-score", type=finite_float, help="skip candidates below this cosine")
     p.add_argument("--sampling", choices=["top", "random"], default="top")
     p.add_argument("--seed", type=int, default=12, help="random sampling's seed")
     p.add_argument(
@@ -281,7 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("index", help="folder written by sentcl index")
     p.add_argument("query", nargs="+")
     p.add_argument("-k", "--top-k", type=positive_int, default=5)
-    p.add_argument("--threshold", type=float, help="only hits with cosine ≥ this")
+    p.add_argument("--threshold", type=cosine, help="only hits with cosine ≥ this")
     p.add_argument("--model", help="default: the model recorded in the index")
     p.add_argument(
         "--device", default="auto", help="auto (a GPU where there is one, else the CPU), cpu, cuda:N"

@@ -130,18 +130,23 @@ def protocol_class(
     return LimitedH11Protocol
 
 
-def fit_open_file_limit(max_connections: int, spare: int = 256) -> int:
-    """Raise the soft open-file limit towards ``max_connections + spare`` (within the hard limit) and
-    return the connection cap that fits under it, so the server never runs out of descriptors."""
+def fit_open_file_limit(max_connections: int, spare: int = 256, ceiling: int = 65536) -> int:
+    """Raise the soft open-file limit to the hard limit (at most ``ceiling``; the kernel's own limit where
+    the hard one is unlimited), log it, and return the connection cap that fits under it: sockets are
+    accepted before the connection cap closes the longest-idle one, so a burst needs room beyond
+    ``max_connections`` (``spare``), and a limit near it ended in "Too many open files" in accept()."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY:
+        target = ceiling if hard == resource.RLIM_INFINITY else min(hard, max(ceiling, soft))
+        if target > soft:
+            try:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+                soft = target
+            except (ValueError, OSError):
+                pass
+    logger.info("open-file limit: %s (hard %s)", "unlimited" if soft == resource.RLIM_INFINITY else soft,
+                "unlimited" if hard == resource.RLIM_INFINITY else hard)  # fmt: skip
     wanted = max_connections + spare
-    if soft != resource.RLIM_INFINITY and soft < wanted:
-        target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-            soft = target
-        except (ValueError, OSError):
-            pass
     if soft != resource.RLIM_INFINITY and soft < wanted:
         fitted = max(soft - spare, 16)
         logger.warning(

@@ -29,11 +29,13 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from importlib import resources
+from typing import Any
 
 import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from sentcl.embedder import QUERY, Embedder, EmbeddingError, require_finite, unit_rows
@@ -160,6 +162,7 @@ def create_app(
         title="sentcl", summary=f"sentence embeddings from {model_name}", version="1", docs_url=None,
         redoc_url=None,
     )  # fmt: skip
+    app.router.route_class = _StrictJSONRoute
     admission = Admission(limits.max_waiting, limits.max_wait_s)
     request_chars = limits.max_request_chars or 16 * limits.max_tokens
     app.state.admission = admission
@@ -245,7 +248,7 @@ def create_app(
             "model": model_name,
             "dimension": dimension,
             "index_size": None if index is None else len(index),
-            "limits": asdict(limits),
+            "limits": {**asdict(limits), "max_request_chars": request_chars},  # the budget enforced
             "queue": admission.stats(),
         }
 
@@ -308,6 +311,35 @@ def create_app(
         return page
 
     return app
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """json's object_pairs_hook: an object naming a key twice is refused, not read as "the last wins"."""
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise json.JSONDecodeError(f"the key {key[:40]!r} appears twice in one object", "", 0)
+        seen[key] = value
+    return seen
+
+
+class _StrictJSONRequest(Request):
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            self._json = json.loads(await self.body(), object_pairs_hook=_unique_keys)
+        return self._json
+
+
+class _StrictJSONRoute(APIRoute):
+    """Routes whose JSON bodies refuse duplicate keys (a 422 naming the key, as any invalid JSON)."""
+
+    def get_route_handler(self) -> Callable:
+        handler = super().get_route_handler()
+
+        async def strict(request: Request) -> Response:
+            return await handler(_StrictJSONRequest(request.scope, request.receive))
+
+        return strict
 
 
 def _body(model: type) -> Callable:

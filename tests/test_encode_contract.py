@@ -248,3 +248,14 @@ def test_mteb_encoder_takes_texts_as_sentence_transformers_does(st_folder, peer)
     encoder = MTEBEncoder(str(st_folder))
     _same(peer.encode(TEXTS[0]), encoder.encode(TEXTS[0]))
     _same(peer.encode(TEXTS, normalize_embeddings=True), encoder.encode(TEXTS, normalize_embeddings=True))
+
+
+@pytest.mark.parametrize("precision", ["int8", "ubinary"])
+def test_sentcl_encode_writes_the_codes_sentence_transformers_gives(st_folder, peer, tmp_path, precision):
+    from sentcl.cli.main import main
+
+    (tmp_path / "texts.txt").write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
+    out = tmp_path / "codes.npy"
+    argv = ["encode", str(st_folder), str(tmp_path / "texts.txt"), "--out", str(out)]
+    assert main([*argv, "--precision", precision, "--dtype", "fp32"]) == 0
+    _same(peer.encode(TEXTS, precision=precision), np.load(out))

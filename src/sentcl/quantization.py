@@ -1,5 +1,5 @@
 """Embedding quantization: fewer bytes per vector, as sentence-transformers' ``quantize_embeddings`` makes
-them (tests/serving/test_quantize.py checks the codes are identical).
+them (tests/test_quantization.py checks the codes are identical).
 
 * ``int8`` / ``uint8``: each dimension's calibrated range [min, max] cut into 256 buckets, a vector's value
   replaced by its bucket (``floor((x − min) / step)``, clipped; int8 is the bucket − 128). 4× smaller than

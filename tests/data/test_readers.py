@@ -190,6 +190,20 @@ def test_a_huge_line_is_cut_and_said_to_be(tmp_path, monkeypatch, caplog):
     assert "long.txt:2: a line of 10,001 bytes, cut to its first 64" in caplog.text
 
 
+def test_a_field_count_on_a_cut_line_is_a_lower_bound(tmp_path, monkeypatch):
+    """1,000,002 fields were reported as "144962 field(s)": the count stopped where the line was cut."""
+    import sentcl.data.readers as readers
+
+    monkeypatch.setattr(readers, "MAX_LINE_BYTES", 64)
+    wide = tmp_path / "wide.csv"
+    wide.write_text("a,b\n" + ",".join(["x"] * 1000) + "\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"wide\.csv:2: at least 33 fields, expected 2 like the rows above"):
+        read_records(wide)
+    wide.write_text("a,b\n" + ",".join(["x"] * 10) + "\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"wide\.csv:2: 10 field\(s\), expected 2"):
+        read_records(wide)
+
+
 @pytest.mark.parametrize(
     ("line", "message"),
     [

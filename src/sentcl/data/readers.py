@@ -58,11 +58,12 @@ class Records:
 MAX_LINE_BYTES = 1 << 20
 
 
-def _text_lines(path: Path):
+def _text_lines(path: Path, cut_lines: set[int] | None = None):
     """The file's lines as text, read as a stream (a gzip is decompressed on the way); errors name
     file:line. Memory stays one bounded line, whatever the file's size. Line ends are \\n, \\r\\n or a
     lone \\r (a file saved with old Mac line ends is many lines, not one); a NUL byte is no text and an
-    error; a line over ``MAX_LINE_BYTES`` is cut to it, with a warning naming file:line."""
+    error; a line over ``MAX_LINE_BYTES`` is cut to it, with a warning naming file:line (and its number is
+    added to ``cut_lines`` where given, so that what is counted on it is said to be a lower bound)."""
     if not path.exists():
         raise DataError(f"{path}: file not found")
     if not path.is_file():
@@ -80,6 +81,8 @@ def _text_lines(path: Path):
                 pieces = raw.replace(b"\r\n", b"\n").rstrip(b"\n").split(b"\r") if b"\r" in raw else [raw]
                 for piece in pieces:
                     number += 1
+                    if length is not None and cut_lines is not None:
+                        cut_lines.add(number)
                     if b"\x00" in piece:
                         raise DataError(f"{path}:{number}: a NUL byte (U+0000); the file is not text")
                     yield _decode(piece, path, number, cut=length is not None)
@@ -156,7 +159,13 @@ def table_rows(path: str | Path, header: bool | None = None):
     column names in row 1."""
     path = Path(path)
     delimiter = "\t" if _base_suffix(path) == ".tsv" else ","
-    reader = csv.reader(_text_lines(path), delimiter=delimiter, strict=True)
+    cut: set[int] = set()
+    reader = csv.reader(_text_lines(path, cut), delimiter=delimiter, strict=True)
+
+    def fields(record: list[str], line: int) -> str:
+        """The record's field count, "at least" where its line was cut at MAX_LINE_BYTES."""
+        return f"at least {len(record):,} fields" if line in cut else f"{len(record)} field(s)"
+
     n_columns = None
     first = True
     start_line = 1
@@ -172,19 +181,19 @@ def table_rows(path: str | Path, header: bool | None = None):
                 is_header = header if header is not None else _looks_like_header(record)
                 if is_header:
                     if len(record) not in (2, 3):
-                        raise DataError(f"{path}:{line}: header has {len(record)} columns, expected 2 or 3")
+                        raise DataError(f"{path}:{line}: header has {fields(record, line)}, expected 2 or 3")
                     n_columns = len(record)
                     continue
             if n_columns is None:
                 if len(record) not in (2, 3):
                     raise DataError(
-                        f"{path}:{line}: {len(record)} field(s), expected 2 (sent0,sent1) "
+                        f"{path}:{line}: {fields(record, line)}, expected 2 (sent0,sent1) "
                         f"or 3 (sent0,sent1,hard_neg)"
                     )
                 n_columns = len(record)
             if len(record) != n_columns:
                 raise DataError(
-                    f"{path}:{line}: {len(record)} field(s), expected {n_columns} like the rows above"
+                    f"{path}:{line}: {fields(record, line)}, expected {n_columns} like the rows above"
                 )
             cells = tuple(cell.strip() for cell in record)
             empty = [i for i, cell in enumerate(cells) if not cell]

@@ -206,3 +206,20 @@ def test_a_request_over_the_character_budget_is_413_before_any_model_work():
     assert answer.status_code == 413 and fits.status_code == 200
     assert answer.json()["error"]["message"] == "'input' has 1750 characters in all; at most 1600 per request"
     assert len(embedder.served) == 1
+
+
+def test_the_open_file_limit_is_raised_to_the_hard_limit_and_logged(monkeypatch, caplog):
+    import resource
+
+    from sentcl.serving import connections
+
+    calls = []
+    monkeypatch.setattr(resource, "getrlimit", lambda kind: (1280, 20000))
+    monkeypatch.setattr(resource, "setrlimit", lambda kind, limits: calls.append(limits))
+    with caplog.at_level("INFO", logger="sentcl.serve"):
+        assert connections.fit_open_file_limit(1024) == 1024
+    assert calls == [(20000, 20000)]  # not just max_connections + 256 = 1,280, which a burst overran
+    assert "open-file limit: 20000 (hard 20000)" in caplog.text
+    calls.clear()
+    monkeypatch.setattr(resource, "getrlimit", lambda kind: (512, 512))  # cannot be raised: the cap falls
+    assert connections.fit_open_file_limit(1024) == 256 and calls == []

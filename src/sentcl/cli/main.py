@@ -792,8 +792,24 @@ def run_reproduce(args: argparse.Namespace) -> int:
     return 0
 
 
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line as argparse reads it, with one addition: a recipe's ``key=value`` overrides may
+    come anywhere after the recipe (``sentcl train R --output runs/x training.max_steps=100``), not only
+    before the first option."""
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    overrides = [t for t in rest if "=" in t and not t.startswith("-")]
+    if rest and (getattr(args, "overrides", None) is None or len(overrides) != len(rest)):
+        parser.error(
+            f"unrecognized arguments: {' '.join(t for t in rest if t not in overrides) or ' '.join(rest)}"
+        )
+    if rest:
+        args.overrides = [*args.overrides, *overrides]
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     if args.command != "export" and getattr(args, "int8", False):
         args.dtype = "int8"  # --int8 is --dtype int8, resolved here once
     logging.basicConfig(

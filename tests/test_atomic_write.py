@@ -138,12 +138,16 @@ def test_an_own_folder_someone_added_to_or_of_another_kind_is_refused(tmp_path):
     assert (target / "mine.txt").read_text() == "mine"
 
 
-def test_overwrite_replaces_a_users_folder_when_asked(tmp_path):
+def test_overwrite_replaces_what_sentcl_writes_and_keeps_the_users_files(tmp_path):
     target = tmp_path / "out"
     target.mkdir()
     (target / "notes.txt").write_text("mine")
+    _write(target, "index", overwrite=True)  # replace what sentcl writes; the user's notes stay
+    assert sorted(p.name for p in target.iterdir()) == [MARKER, "data.bin", "notes.txt"]
+    assert (target / "notes.txt").read_text() == "mine"
+    (target / "data.bin").write_text("stale")
     _write(target, "index", overwrite=True)
-    assert sorted(p.name for p in target.iterdir()) == [MARKER, "data.bin"]
+    assert (target / "data.bin").read_text() != "stale" and (target / "notes.txt").read_text() == "mine"
 
 
 def test_a_file_or_a_link_where_a_folder_goes_is_refused(tmp_path):

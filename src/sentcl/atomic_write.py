@@ -13,6 +13,11 @@ Consent: a folder is replaced only when it is absent or empty, when sentcl wrote
 there now), or when the caller says ``overwrite``: a user's own folder (their notes, their home) is never
 replaced because it was named as an output. The same goes for a file where a folder is expected, a folder
 where a file is expected, and a symbolic link in either place.
+
+``overwrite`` has one meaning in every command: replace what sentcl wrote, keep the rest. In a folder that
+also holds entries sentcl did not write (a user's ``notes.txt``), the new entries replace sentcl's earlier
+ones and those of the same names, one entry at a time, and the user's entries stay where they are (never
+moved, so no crash can lose them); the marker then lists sentcl's entries only.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import json
+import logging
 import os
 import re
 import shutil
@@ -29,6 +35,8 @@ from pathlib import Path
 
 from sentcl import __version__
 from sentcl.config import ConfigError
+
+logger = logging.getLogger(__name__)
 
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
@@ -72,7 +80,7 @@ def check_replaceable(path: str | Path, kind: str, overwrite: bool = False, what
     entries = sorted(entry.name for entry in path.iterdir())
     if not entries or overwrite:
         return
-    advice = "pass --overwrite to replace the whole folder, or name a new one"
+    advice = "pass --overwrite to replace what sentcl writes there (your own files stay), or name a new one"
     record = _marker(path)
     if record and record.get("kind") != kind:
         raise OutputExistsError(
@@ -168,6 +176,37 @@ def mark_folder(folder: Path, kind: str) -> None:
         handle.write("\n")
 
 
+def _not_sentcls(path: Path, kind: str, new: Path) -> list[str]:
+    """The entries of ``path`` that sentcl did not write as a ``kind`` folder and that the ``new`` content
+    does not replace by name: what ``overwrite`` keeps."""
+    if not path.is_dir() or path.is_symlink():
+        return []
+    record = _marker(path)
+    owned = set(record.get("entries", ())) if record.get("kind") == kind else set()
+    replaced = {entry.name for entry in new.iterdir()} | owned | {MARKER}
+    return sorted(entry.name for entry in path.iterdir() if entry.name not in replaced)
+
+
+def _update_entries(new: Path, path: Path, kind: str) -> None:
+    """Put ``new``'s entries into ``path`` one by one (each displacing the entry of its name), remove what
+    sentcl wrote there before and no longer writes, and leave every other entry where it is."""
+    record = _marker(path)
+    before = set(record.get("entries", ())) if record.get("kind") == kind else set()
+    trash = Path(tempfile.mkdtemp(prefix=f".{path.name}.old-", dir=path.parent))
+    try:
+        names = [entry.name for entry in new.iterdir() if entry.name != MARKER]
+        for name in (*sorted(before - set(names)), *names):
+            old = path / name
+            if old.exists() or old.is_symlink():
+                old.rename(trash / name)
+        for name in names:
+            (new / name).rename(path / name)
+        (new / MARKER).replace(path / MARKER)  # last: the marker lists what is there now
+    finally:
+        shutil.rmtree(trash, ignore_errors=True)
+    shutil.rmtree(new, ignore_errors=True)
+
+
 @contextlib.contextmanager
 def atomic_folder(path: str | Path, kind: str, overwrite: bool = False, what: str = "") -> Iterator[Path]:
     """Yield an empty temporary folder; on success it replaces ``path``, marked as sentcl's ``kind`` folder.
@@ -182,7 +221,11 @@ def atomic_folder(path: str | Path, kind: str, overwrite: bool = False, what: st
         publish(tmp)
         mark_folder(tmp, kind)
         check_replaceable(path, kind, overwrite, what)  # nothing of the user's appeared meanwhile
-        if path.exists() and _exchange(tmp, path):
+        kept = _not_sentcls(path, kind, tmp) if overwrite else []
+        if kept:  # --overwrite in a folder with the user's entries: sentcl's are replaced, theirs stay
+            _update_entries(tmp, path, kind)
+            logger.info("%s: replaced what sentcl writes there; kept %s", path, ", ".join(kept[:3]))
+        elif path.exists() and _exchange(tmp, path):
             shutil.rmtree(tmp, ignore_errors=True)  # it now holds the previous version
         elif path.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old-", dir=path.parent))

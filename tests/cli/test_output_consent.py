@@ -1,8 +1,11 @@
 """Commands that write a folder never replace one the user owns (issue 30, item 1): a folder with a user's
 file in it is refused with one line and left as it was; an empty folder, or one the same command wrote, is
-(re)written; ``--overwrite`` replaces anything."""
+(re)written; ``--overwrite`` replaces what sentcl writes there and keeps the user's own files, in every
+command (train's --overwrite always did)."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
@@ -47,8 +50,14 @@ def test_a_users_folder_is_refused_and_an_own_one_rewritten(command, commands, t
     assert main(argv(own)) == 2
     assert (own / "added.txt").read_text() == "later"
 
-    assert main([*argv(mine), "--overwrite"]) == 0  # asked for: replaced
-    assert not (mine / "notes.txt").exists() and (mine / MARKER).is_file()
+    assert main([*argv(mine), "--overwrite"]) == 0  # asked for: what sentcl writes is written, notes stay
+    assert (mine / "notes.txt").read_text() == "my notes" and (mine / MARKER).is_file()
+    written = json.loads((mine / MARKER).read_text())["entries"]
+    assert "notes.txt" not in written and all((mine / name).exists() for name in written)
+    assert main([*argv(mine), "--overwrite"]) == 0  # again: sentcl's entries replaced, the notes still kept
+    assert (mine / "notes.txt").read_text() == "my notes"
+    assert sorted(p.name for p in mine.iterdir()) == sorted([*written, MARKER, "notes.txt"])
+    assert not list(tmp_path.glob(".mine.*"))  # no temporary sibling left behind
 
 
 def test_export_refuses_a_home_like_folder(commands, tmp_path, monkeypatch, capsys):

@@ -138,7 +138,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("config", help="recipe, e.g. configs/simcse_unsup_minilm_cpu.yaml")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="e.g. training.learning_rate=1e-5")
     p.add_argument("--output", help="output folder (overrides training.output_dir)")
-    p.add_argument("--overwrite", action="store_true", help="allow a non-empty output folder")
+    p.add_argument(
+        "--overwrite", action="store_true",
+        help="start again in a non-empty output folder: a previous run's entries go, your own files stay",
+    )  # fmt: skip
     p.add_argument("--resume", action="store_true", help="continue from OUTPUT/checkpoint, exactly")
     p.add_argument("--seeds", help="comma-separated seeds: one run each, then mean ± std of every metric")
 
@@ -148,7 +151,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("config", help="recipe, e.g. configs/pretrain/raw_bert_4l_256.yaml")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="e.g. training.max_steps=100")
     p.add_argument("--output", help="output folder (overrides training.output_dir)")
-    p.add_argument("--overwrite", action="store_true", help="allow a non-empty output folder")
+    p.add_argument(
+        "--overwrite", action="store_true",
+        help="start again in a non-empty output folder: a previous run's entries go, your own files stay",
+    )  # fmt: skip
     p.add_argument("--resume", action="store_true", help="continue from OUTPUT/checkpoint, exactly")
 
     p = commands.add_parser("evaluate", parents=[pickles], help="evaluate a model on STS")
@@ -376,8 +382,9 @@ def _add_overwrite_argument(p: argparse.ArgumentParser, option: str) -> None:
     p.add_argument(
         "--overwrite",
         action="store_true",
-        help=f"replace the {option} folder even if it holds files sentcl did not write (without it only an "
-        "empty folder, or one this command wrote, is replaced); for evaluate also a file at --json",
+        help=f"write the {option} folder even where it holds files sentcl did not write: what sentcl writes "
+        "is replaced, those files stay (without it only an empty folder, or one this command wrote, is "
+        "written); for evaluate also a file at --json",
     )
 
 

@@ -12,6 +12,8 @@ connection, one after the other) and the server's peak RSS (/proc/PID/status, po
 - refused flood: 2 attackers sending, back to back, requests refused for their size (256 texts × 8,192
   characters of words, 2 MB; 256 texts of 512 punctuation marks), then 64 such requests at once;
 - maximal wave: 64 maximal valid requests at once;
+- resent maximal requests: 32 clients, each sending the maximal valid request again at once after every
+  answer (a 503 included, its Retry-After ignored), for the phase;
 - refused upload: a 100 MB chunked upload over the body limit: how much the server reads after its 413.
 
 The target (issue 30): under every attack the victim's p99 < 2 × its unloaded p99 + one maximal request's
@@ -238,6 +240,37 @@ def maximal_wave(url: str, pid: int, seconds: float) -> Phase:
     return phase
 
 
+def resent_maximal(url: str, pid: int, seconds: float, clients: int = 32) -> Phase:
+    phase = Phase(f"{clients} clients resending maximal requests at once")
+    payload = json.dumps(maximal_request()).encode()
+    stop = threading.Event()
+    statuses: list[int] = []
+
+    def client() -> None:
+        with httpx.Client(base_url=url, timeout=300) as http:
+            while not stop.is_set():
+                try:
+                    statuses.append(
+                        http.post(
+                            "/v1/embeddings", content=payload, headers={"content-type": "application/json"}
+                        ).status_code
+                    )
+                except httpx.HTTPError:
+                    statuses.append(-1)
+
+    with Watch(pid, phase):
+        threads = [threading.Thread(target=client, daemon=True) for _ in range(clients)]
+        for thread in threads:
+            thread.start()
+        time.sleep(2)  # the queue fills first
+        victim(url, phase, time.monotonic() + seconds)
+        stop.set()
+        for thread in threads:
+            thread.join()
+    phase.notes.append(f"attackers' answers {summarise(statuses)}")
+    return phase
+
+
 def refused_upload(port: int, limit_mb: int = 100) -> str:
     """A chunked upload of ``limit_mb`` MB to a server whose body limit is 4 MB: MB accepted in total."""
     sock = socket.create_connection(("127.0.0.1", port))
@@ -277,6 +310,7 @@ def run_attacks(url: str, port: int, pid: int, seconds: float) -> None:
     phases.append(idle_sockets(url, port, pid, seconds))
     phases.append(refused_flood(url, pid, seconds))
     phases.append(maximal_wave(url, pid, seconds))
+    phases.append(resent_maximal(url, pid, seconds))
     upload = refused_upload(port)
     bound = 2 * unloaded.p(99) + maximal
     ms = {"maximal": 1000 * maximal, "p99": 1000 * unloaded.p(99), "bound": 1000 * bound}

@@ -548,3 +548,54 @@ def test_report_only_runs_nothing_and_names_what_it_leaves_out(setup):
     _, outcomes = reproduce(write(tmp_path / "full.yaml", full), str(data_dir))  # the full run does the rest
     ran = {o.name.split(" [")[0] for o in outcomes if o.action == "ran"}
     assert ran >= {"train sup SimCSE", "train DCLR"} and "pretrain raw" not in ran
+
+
+def test_a_row_is_measured_again_when_the_evaluation_data_it_can_see_changes(
+    tmp_path, tiny_model_dir, stsb_data_dir
+):
+    """Rows stored before the data folder gained a task are measured again (the model is not retrained):
+    the task's column appears; a second run on the same data measures nothing."""
+    from types import SimpleNamespace
+
+    from sentcl.reproduction.pipeline import Row, measure_rows
+    from tests.conftest import stsb_rows, write_stsb
+
+    plan = SimpleNamespace(
+        report_only=False, results=None, output_dir=tmp_path / "out", fit_on=None, fit_max=None
+    )
+    row = Row(
+        "tiny", "avg", "baseline", str(tiny_model_dir), pooler="avg", folder=tmp_path / "out" / "rows" / "avg"
+    )
+
+    def run() -> tuple[list, dict]:
+        outcomes: list = []
+        result = measure_rows(plan, [row], stsb_data_dir, outcomes)[0]
+        return [o.action for o in outcomes], result.sts
+
+    actions, sts = run()
+    assert actions == ["ran"] and "STS-B (table)" not in sts
+    assert run()[0] == ["cached"]
+    write_stsb(stsb_data_dir / "stsb" / "senteval", "test", stsb_rows(18))  # the table's STS-B column
+    actions, sts = run()
+    assert actions == ["ran"] and "STS-B (table)" in sts
+    assert run()[0] == ["cached"]
+    (stsb_data_dir / "stsb" / "senteval" / "sts-test.csv").write_text(
+        (stsb_data_dir / "stsb" / "senteval" / "sts-test.csv").read_text().replace("\t4.", "\t3."),
+        encoding="utf-8",
+    )  # the same task, other scores: measured again
+    assert run()[0] == ["ran"]
+
+
+def test_a_row_stored_without_its_datas_fingerprint_is_judged_by_the_tasks_it_found(tmp_path):
+    from sentcl.reproduction.pipeline import measured_on_other_data
+
+    seen = dict.fromkeys(
+        ["STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark test", "SICKRelatedness"]
+    )
+    seen |= {"STSBenchmark dev": "a", "STSBenchmark train": "b"}
+    missing = {
+        t: "absent" for t in ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness")
+    }
+    (tmp_path / "row.json").write_text(json.dumps({"missing": missing}))
+    assert measured_on_other_data(tmp_path, seen) is None  # the committed rows' case: nothing to redo
+    assert "now there: SICKRelatedness" in measured_on_other_data(tmp_path, seen | {"SICKRelatedness": "c"})

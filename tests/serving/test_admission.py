@@ -97,3 +97,58 @@ def test_a_jobs_own_error_reaches_its_caller_and_the_worker_goes_on():
         return await admission.run(1, lambda: "next")
 
     assert asyncio.run(scenario()) == "next"
+
+
+def test_a_small_job_runs_between_the_slices_of_a_large_one():
+    """A large job's work yields between its slices: a smaller job that arrived meanwhile runs there, not
+    after the whole large job; a larger one still waits. One job at a time throughout."""
+    admission = Admission(max_waiting=8)
+    order, running, overlaps = [], [], []
+    started = threading.Event()
+
+    def large():
+        for part in range(4):
+            running.append("large")
+            overlaps.append(len(running))
+            started.set()
+            time.sleep(0.1)
+            order.append(f"large-{part}")
+            running.remove("large")
+            admission.yield_point(cost_left=1000 * (3 - part))
+        return "large"
+
+    def quick(name):
+        def work():
+            running.append(name)
+            overlaps.append(len(running))
+            order.append(name)
+            running.remove(name)
+            return name
+
+        return work
+
+    async def scenario():
+        first = asyncio.create_task(admission.run(4000, large))
+        while not started.is_set():
+            await asyncio.sleep(0.01)
+        small = asyncio.create_task(admission.run(50, quick("small")))
+        huge = asyncio.create_task(admission.run(9000, quick("huge")))
+        return await asyncio.gather(first, small, huge)
+
+    assert asyncio.run(scenario()) == ["large", "small", "huge"]
+    assert order.index("small") == 1  # after the first slice, not after the fourth
+    assert order[-1] == "huge" and max(overlaps) == 1
+
+
+def test_yield_point_off_the_worker_runs_nothing():
+    assert Admission().yield_point(10**9) == 0
+
+
+def test_a_request_is_cut_into_slices_of_about_the_slice_size():
+    from sentcl.serving.server import slices
+
+    texts = ["x" * 1500] * 32
+    bounds = slices(texts, size=12_000)
+    assert bounds == [(0, 8), (8, 16), (16, 24), (24, 32)]
+    assert slices(["x" * 50_000, "y"], size=12_000) == [(0, 1), (1, 2)]  # one text at least
+    assert slices(["a", "b"], size=12_000) == [(0, 2)]

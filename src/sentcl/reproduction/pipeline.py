@@ -29,7 +29,7 @@ from sentcl.atomic_write import atomic_file, atomic_folder, check_replaceable, m
 from sentcl.config import ConfigError, apply_overrides, load_yaml
 from sentcl.embedder import CachedEmbedder, Embedder
 from sentcl.evaluation.sts import STSEvaluator, correlate, cosine_scores
-from sentcl.evaluation.sts_data import load_task
+from sentcl.evaluation.sts_data import STS_TASKS, STSDataError, load_task
 from sentcl.hardware import describe_machine
 from sentcl.model import SentenceEncoder
 from sentcl.postprocess import POSTPROCESSORS, PostProcessedEmbedder, fit_postprocessor
@@ -583,7 +583,55 @@ def measure(row: Row, embedder: Embedder, data_dir: Path) -> RowResult:
     return RowResult(row, analysis, sts, dict(report.missing))
 
 
-def save_result(result: RowResult, folder: Path) -> None:
+#: what a row reads of the evaluation data: STS-B dev (the analysis) and train, and the 7-task table's tests
+MEASURED_SPLITS = {"STSBenchmark": ("dev", "train", "test")}
+
+
+def data_fingerprint(data_dir: Path) -> dict[str, str | None]:
+    """What a measurement can see in ``data_dir``: for each task (and STS-B split) it reads, a hash of its
+    pairs (sentences and gold scores as read), or None where it is absent or unreadable. Rows store it, and
+    a row measured on other data is measured again (``measure_rows``)."""
+    seen: dict[str, str | None] = {}
+    for task in STS_TASKS:
+        for split in MEASURED_SPLITS.get(task, (None,)):
+            name = f"{task} {split}" if split else task
+            try:
+                loaded = load_task(data_dir, task, (split,) if split else None)
+            except (STSDataError, OSError):
+                loaded = None
+            if loaded is None or loaded.missing:
+                seen[name] = None
+                continue
+            digest = hashlib.sha256()
+            for part, pairs in sorted(loaded.datasets.items()):
+                digest.update(
+                    json.dumps([part, pairs.sentences1, pairs.sentences2, pairs.scores.tolist()]).encode()
+                )
+            seen[name] = digest.hexdigest()[:16]
+    return seen
+
+
+def measured_on_other_data(folder: Path, fingerprint: dict[str, str | None]) -> str | None:
+    """Why the row stored in ``folder`` must be measured again on the data ``fingerprint`` describes (None:
+    it may stay). A row stored before rows kept their data's fingerprint is judged by the tasks its table
+    found: one that is there now and was missing then (or the reverse) is measured again."""
+    try:
+        payload = json.loads((folder / "row.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # no stored row: the stage runs anyway
+    if "data" in payload:
+        changed = sorted(k for k in fingerprint if payload["data"].get(k) != fingerprint[k])
+        return f"the evaluation data changed ({', '.join(changed)})" if changed else None
+    present_now = {t for t in STS_TASKS if fingerprint[f"{t} test" if t in MEASURED_SPLITS else t]}
+    present_then = set(STS_TASKS) - set(payload.get("missing", {}))
+    if present_now != present_then:
+        added, gone = sorted(present_now - present_then), sorted(present_then - present_now)
+        now, gone_text = ", ".join(added) or "-", ", ".join(gone) or "-"
+        return f"the evaluation data changed (now there: {now}; gone: {gone_text})"
+    return None
+
+
+def save_result(result: RowResult, folder: Path, fingerprint: dict[str, str | None] | None = None) -> None:
     a = result.analysis
     payload = {
         "row": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(result.row).items()},
@@ -595,6 +643,7 @@ def save_result(result: RowResult, folder: Path) -> None:
         "trajectory": a.trajectory,
         "sts": result.sts,
         "missing": result.missing,
+        **({"data": fingerprint} if fingerprint is not None else {}),
     }
     folder.mkdir(parents=True, exist_ok=True)
     with atomic_file(folder / "arrays.npz", mode="wb") as handle:
@@ -627,9 +676,14 @@ def measure_rows(
     fitting corpus and the probe are encoded once for a baseline and its post-processed variants."""
     embedders: dict[tuple[str, str | None], CachedEmbedder] = {}
     fit_sentences: list[str] | None = None
+    fingerprint = data_fingerprint(data_dir)
     results = []
     for row in rows:
         name = f"measure {row.encoder}: {row.label}"
+        stale = None if plan.report_only else measured_on_other_data(row.folder, fingerprint)
+        if stale and read_stage(row.folder).get("done"):
+            logger.info("%s: measured again, %s", name, stale)
+            write_stage(row.folder, {**read_stage(row.folder), "done": False})  # same key, not done
         with Stage(row.folder, row.key(plan), name, outcomes, plan=plan) as stage:
             if stage.needed:
                 cache_key = (row.model, row.pooler)
@@ -648,7 +702,7 @@ def measure_rows(
                         row.folder / "postprocessor", fitted_on=f"{row.model}: {plan.fit_on}", overwrite=True
                     )
                     embedder = PostProcessedEmbedder(embedder, processor)
-                save_result(measure(row, embedder, data_dir), row.folder)
+                save_result(measure(row, embedder, data_dir), row.folder, fingerprint)
         results.append(load_result(row, row.folder))
     return results
 

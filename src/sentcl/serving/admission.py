@@ -4,7 +4,9 @@ One worker thread runs every request's model work (counting its tokens, then its
 a time: two cores gain nothing from two forward passes at once, and one thread keeps the allocator's
 arenas and the tokenizer's buffers to one set. The waiting jobs are few (``max_waiting``) and the
 smallest runs first, by a cost known before any work (the request's characters), so a small request waits
-for at most the job already running: a flood of large requests cannot queue in front of it. A job that
+for at most the job already running: a flood of large requests cannot queue in front of it. A large job's
+work yields between its slices (``yield_point``): waiting jobs smaller than what it has left run there,
+so a small request waits for at most one slice of a large one, not the whole of it. A job that
 finds the queue full pushes out the largest waiting job if it is smaller than that one; otherwise it is
 refused at once. A refused or pushed-out job, and one that waited longer than ``max_wait_s``, raises
 :class:`BusyError`, which the server answers with 503 and a Retry-After computed from the queued work.
@@ -57,6 +59,7 @@ class Admission:
         #: seconds of work per unit of cost, an exponential average of the jobs run (None before the first)
         self._seconds_per_cost: float | None = None
         self._worker: threading.Thread | None = None
+        self._nested_seconds = 0.0  # time spent in jobs run inside other jobs' yield points
         self.refused = 0  # jobs answered BusyError (refused, pushed out or waited too long)
 
     async def run(self, cost: int, work: Callable[[], Any]) -> Any:
@@ -120,24 +123,51 @@ class Admission:
                 while not self._waiting:
                     self._condition.wait()
                 job = self._next()
-                if job.abandoned:
-                    continue
-                if time.monotonic() - job.queued_at > self.max_wait_s:
-                    self._settle(job, exception=self._busy(f"waited over {self.max_wait_s:g} s"))
-                    continue
-                self._running, self._running_since = job, time.monotonic()
-            try:
-                result, exception = job.work(), None
-            except Exception as exc:  # the request's own error (a 413, a NaN embedding), answered as such
-                result, exception = None, exc
-            seconds = time.monotonic() - self._running_since
+            self._run(job)
+
+    def _run(self, job: _Job) -> None:
+        """Run ``job`` now, on the worker thread (unless it was abandoned or waited too long), and settle it;
+        a job run inside another's ``yield_point`` leaves the outer job running after it."""
+        with self._condition:
+            if job.abandoned:
+                return
+            if time.monotonic() - job.queued_at > self.max_wait_s:
+                self._settle(job, exception=self._busy(f"waited over {self.max_wait_s:g} s"))
+                return
+            outer = (self._running, self._running_since)
+            self._running, self._running_since = job, time.monotonic()
+        nested_before = self._nested_seconds
+        try:
+            result, exception = job.work(), None
+        except Exception as exc:  # the request's own error (a 413, a NaN embedding), answered as such
+            result, exception = None, exc
+        with self._condition:
+            elapsed = time.monotonic() - self._running_since
+            own = elapsed - (self._nested_seconds - nested_before)  # less the jobs run in its yield points
+            rate = max(own, 0.0) / job.cost
+            self._seconds_per_cost = (
+                rate if self._seconds_per_cost is None else 0.8 * self._seconds_per_cost + 0.2 * rate
+            )
+            self._running, self._running_since = outer
+            if outer[0] is not None:
+                self._nested_seconds += max(own, 0.0)  # its own nested jobs were added as they ended
+        self._settle(job, result, exception)
+
+    def yield_point(self, cost_left: int) -> int:
+        """Called by a job's work between its slices: every waiting job smaller than ``cost_left`` (what the
+        caller has still to do) runs now, smallest first. Returns how many ran. A no-op off the worker."""
+        if threading.current_thread() is not self._worker:
+            return 0
+        ran = 0
+        while True:
             with self._condition:
-                self._running = None
-                rate = seconds / job.cost
-                self._seconds_per_cost = (
-                    rate if self._seconds_per_cost is None else 0.8 * self._seconds_per_cost + 0.2 * rate
-                )
-            self._settle(job, result, exception)
+                smaller = [j for j in self._waiting if j.cost < cost_left]
+                if not smaller:
+                    return ran
+                job = min(smaller, key=lambda j: (j.cost, j.order))
+                self._waiting.remove(job)
+            self._run(job)
+            ran += 1
 
     def stats(self) -> dict[str, Any]:
         with self._condition:

@@ -174,7 +174,13 @@ def create_app(
         """Unit vectors of ``texts`` (each after ``prompt``); with ``dimensions``, of their first
         ``dimensions`` coordinates."""
         try:  # a vector of NaN is never served as [null, ...]
-            vectors = np.asarray(embedder.encode([prompt + t for t in texts]), dtype=np.float32)
+            parts = []
+            for start, stop in slices(texts):  # between slices, smaller waiting requests run first
+                if start:
+                    admission.yield_point(sum(len(t) + COST_PER_TEXT for t in texts[start:]))
+                part = embedder.encode([prompt + t for t in texts[start:stop]])
+                parts.append(np.asarray(part, dtype=np.float32))
+            vectors = np.concatenate(parts)
             require_finite(vectors, texts, model_name)
         except EmbeddingError as exc:
             logger.error("%s", exc)
@@ -200,7 +206,7 @@ def create_app(
             raise APIError(
                 413, f"'{param}' has {total} characters in all; at most {request_chars} per request", param
             )
-        cost = total + 16 * len(texts)  # known before any work; ~ the work's size
+        cost = total + COST_PER_TEXT * len(texts)  # known before any work; ~ the work's size
         return Response(await admission.run(cost, work), media_type="application/json")
 
     app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes, max_total_bytes=limits.max_bodies_bytes)
@@ -311,6 +317,25 @@ def create_app(
         return page
 
     return app
+
+
+#: a request's cost for admission: its characters, and this much per text (a text's fixed work)
+COST_PER_TEXT = 16
+#: characters of one slice of a request's texts (~2,000-2,700 tokens of English): a large request is encoded
+#: slice by slice, and smaller waiting requests run between its slices (admission.py's yield_point)
+SLICE_CHARS = 12_000
+
+
+def slices(texts: list[str], size: int = SLICE_CHARS) -> list[tuple[int, int]]:
+    """(start, stop) of consecutive slices of ``texts`` of about ``size`` characters (one text at least)."""
+    bounds, start, held = [], 0, 0
+    for i, text in enumerate(texts):
+        if i > start and held + len(text) > size:
+            bounds.append((start, i))
+            start, held = i, 0
+        held += len(text)
+    bounds.append((start, len(texts)))
+    return bounds
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

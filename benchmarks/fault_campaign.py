@@ -349,6 +349,16 @@ def broken_models(workdir: Path, model: Path) -> dict[str, Path]:
         shutil.copytree(model, folder)
         (folder / file).write_bytes(content)
         folders[name] = folder
+    config = json.loads((model / "config.json").read_text())
+    for name, change in {  # Reliability IV: a config.json field of the wrong type or out of range
+        "a config field of the wrong type": {"hidden_size": "big"},
+        "an unknown model type": {"model_type": "nonsense"},
+        "a config size below 1": {"num_attention_heads": -1},
+    }.items():
+        folder = workdir / "broken" / name.replace(" ", "-")
+        shutil.copytree(model, folder)
+        (folder / "config.json").write_text(json.dumps(config | change))
+        folders[name] = folder
     folder = workdir / "broken" / "no-tokenizer"
     shutil.copytree(model, folder)
     for file in ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"):
@@ -485,6 +495,9 @@ def inputs_campaign(workdir: Path, model: Path, corpus: Path, recipe: Path, data
     train = ["train", str(recipe), "training.max_steps=2", "training.eval_steps=0"]
     out = bad / "run"
     settings = {
+        "objective.temperature=inf": "objective.temperature: inf is not a finite number",
+        "objective.temperature=nan": "objective.temperature: nan is not a finite number",
+        "objective.mlm_weight=-1": "objective.mlm_weight: a weight is ≥ 0",
         "training.seed=-1": "training.seed: must be in",
         "objective.name=[simcse,moco]": "objective.name: ['simcse', 'moco'] is not one of",
         "training.device=cuda": "training.device: cuda, but",
@@ -551,6 +564,22 @@ def inputs_campaign(workdir: Path, model: Path, corpus: Path, recipe: Path, data
     tiny_model(wide, hidden=32)
     check("search with a model of another dimension", ["search", str(index), "a dog", "--model", str(wide)],
           "-dim vectors")  # fmt: skip
+    for value in ("nan", "inf", "2"):  # Reliability IV: printed no hits, exit 0
+        check(
+            f"search --threshold {value}",
+            ["search", str(index), "a dog", "--threshold", value],
+            "--threshold",
+        )
+    pairs = bad / "pairs.tsv"
+    pairs.write_text("a man plays\ta man is playing\nthe dog runs\ta dog is running\n")
+    mined = bad / "mined.tsv"
+    check("mine --max-score nan", ["mine", str(model), str(pairs), "--out", str(mined), "--max-score", "nan"],
+          "--max-score", absent=mined)  # fmt: skip
+    wide_csv = bad / "wide.csv"
+    wide_csv.write_text(",".join(["sent0"] * 1_000_002) + "\n")
+    check("train on a csv header of 1,000,002 fields", [*train, f"data.train_file={wide_csv}", "--output",
+          str(out)], "at least", absent=out)  # fmt: skip
+    overwrite_keeps_the_users_files(workdir, model, corpus, data_dir, cases)
     check("encode --out naming a folder", ["encode", str(model), str(corpus), "--out", str(index)],
           "a folder is there", guarded=index)  # fmt: skip
     link = bad / "index-link"
@@ -562,6 +591,34 @@ def inputs_campaign(workdir: Path, model: Path, corpus: Path, recipe: Path, data
     check(
         "index --out a link to a user's folder, even with --overwrite", argv, "symbolic link", guarded=target
     )
+
+
+def overwrite_keeps_the_users_files(workdir: Path, model: Path, corpus: Path, data_dir: str, cases: list):
+    """Reliability IV: ``--overwrite`` means one thing in every command, replace what sentcl writes and keep
+    the rest: a user's notes.txt in the output folder survives each folder-writing command and train."""
+    recipe = write_recipe(workdir, model, corpus, data_dir)
+    fit = ["--postprocess", "whitening", "--fit-on", str(corpus)]
+    writers = {
+        "index --out": lambda out: ["index", str(model), str(corpus), "--out", str(out)],
+        "export --onnx": lambda out: ["export", str(model), "--onnx", str(out)],
+        "evaluate --save-postprocess": lambda out: ["evaluate", str(model), "--tasks", "stsb-dev",
+                                                    "--data-dir", data_dir, *fit,
+                                                    "--save-postprocess", str(out)],
+        "analyze --out": lambda out: ["analyze", str(model), "--data-dir", data_dir, "--out", str(out)],
+        "train --output": lambda out: ["train", str(recipe), "training.max_steps=2", "training.eval_steps=0",
+                                       "training.checkpoint_steps=0", "--output", str(out)],
+    }  # fmt: skip
+    for name, argv in writers.items():
+        folder = workdir / "overwrite" / name.split()[0]
+        folder.mkdir(parents=True)
+        (folder / "notes.txt").write_text("a user's notes")
+        result = run_cli("-q", *argv(folder), "--overwrite")
+        again = run_cli("-q", *argv(folder), "--overwrite")
+        kept = (folder / "notes.txt").is_file() and (folder / "notes.txt").read_text() == "a user's notes"
+        ok = result.returncode == 0 and again.returncode == 0 and kept and len(list(folder.iterdir())) > 1
+        message = "notes.txt kept, the output written" if ok else (result.stderr or again.stderr)[-300:]
+        cases.append({"case": f"{name} --overwrite keeps a user's notes.txt", "ok": ok,
+                      "exit": result.returncode, "message": message})  # fmt: skip
 
 
 def _has_cuda() -> bool:

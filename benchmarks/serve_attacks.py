@@ -173,26 +173,32 @@ def idle_sockets(url: str, port: int, pid: int, seconds: float, total: int = 20_
     return phase
 
 
+def send_until(url: str, body: bytes, stop: threading.Event, statuses: list[int]) -> None:
+    """Post ``body`` to /v1/embeddings again as soon as each answer comes (a 503's Retry-After ignored)
+    until ``stop``; every answer's status in ``statuses`` (-1: no answer)."""
+    with httpx.Client(base_url=url, timeout=300) as http:
+        while not stop.is_set():
+            try:
+                statuses.append(
+                    http.post(
+                        "/v1/embeddings", content=body, headers={"content-type": "application/json"}
+                    ).status_code
+                )
+            except httpx.HTTPError:
+                statuses.append(-1)
+
+
 def refused_flood(url: str, pid: int, seconds: float) -> Phase:
     phase = Phase("2 attackers of refused requests, then 64 at once")
     bodies = refused_requests()
     stop = threading.Event()
     statuses: list[int] = []
 
-    def attacker(body: bytes) -> None:
-        with httpx.Client(base_url=url, timeout=120) as http:
-            while not stop.is_set():
-                try:
-                    statuses.append(
-                        http.post(
-                            "/v1/embeddings", content=body, headers={"content-type": "application/json"}
-                        ).status_code
-                    )
-                except httpx.HTTPError:
-                    statuses.append(-1)
-
     with Watch(pid, phase):
-        attackers = [threading.Thread(target=attacker, args=(body,), daemon=True) for body in bodies]
+        attackers = [
+            threading.Thread(target=send_until, args=(url, body, stop, statuses), daemon=True)
+            for body in bodies
+        ]
         for thread in attackers:
             thread.start()
         victim(url, phase, time.monotonic() + seconds)
@@ -246,20 +252,11 @@ def resent_maximal(url: str, pid: int, seconds: float, clients: int = 32) -> Pha
     stop = threading.Event()
     statuses: list[int] = []
 
-    def client() -> None:
-        with httpx.Client(base_url=url, timeout=300) as http:
-            while not stop.is_set():
-                try:
-                    statuses.append(
-                        http.post(
-                            "/v1/embeddings", content=payload, headers={"content-type": "application/json"}
-                        ).status_code
-                    )
-                except httpx.HTTPError:
-                    statuses.append(-1)
-
     with Watch(pid, phase):
-        threads = [threading.Thread(target=client, daemon=True) for _ in range(clients)]
+        threads = [
+            threading.Thread(target=send_until, args=(url, payload, stop, statuses), daemon=True)
+            for _ in range(clients)
+        ]
         for thread in threads:
             thread.start()
         time.sleep(2)  # the queue fills first

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import logging
 from pathlib import Path
 
@@ -30,6 +31,23 @@ _ALIASES = {"all-MiniLM-L6-v2": "sentence-transformers/all-MiniLM-L6-v2"}
 
 class ModelLoadError(RuntimeError):
     """A model could not be found or loaded; the message names what was asked for."""
+
+
+def read_json_object(path: Path, kind: type = dict):
+    """A model file's JSON value of type ``kind`` (an object by default; None where the file is absent); a
+    ValueError naming ``path`` (and the line) where it is not JSON, not UTF-8 or not a ``kind``."""
+    if not path.is_file():
+        return None
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not UTF-8 text") from None
+    if not isinstance(value, kind):
+        expected = "a JSON object" if kind is dict else f"a JSON {kind.__name__}"
+        raise ValueError(f"{path}: expected {expected}, found {type(value).__name__}")
+    return value
 
 
 def packaged_model_path(name: str) -> str | None:

@@ -36,7 +36,13 @@ from sentcl.data.collate import sorted_batches
 from sentcl.embedder import PromptError, PromptRoles, check_prompts, require_finite
 from sentcl.encode_contract import SIMILARITY_FUNCTIONS, SentenceTransformersContract
 from sentcl.hardware import resolve_device
-from sentcl.model.backbone import ModelLoadError, load_backbone, position_limit, resolve_model_path
+from sentcl.model.backbone import (
+    ModelLoadError,
+    load_backbone,
+    position_limit,
+    read_json_object,
+    resolve_model_path,
+)
 from sentcl.model.dropout import use_fast_dropout
 from sentcl.model.heads import MLPHead, build_mlm_head
 from sentcl.model.modules import (
@@ -185,7 +191,7 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
         resolved = resolve_model_path(name_or_path)
         folder = Path(resolved)
         try:
-            meta = _read_json(folder / SENTCL_META) if folder.is_dir() else None
+            meta = read_json_object(folder / SENTCL_META) if folder.is_dir() else None
             chain = None if meta else read_chain(folder, allow_pickle)
             saved_pooler = meta["pooler"] if meta else _sentence_transformers_pooler(chain)
         except (ValueError, KeyError, TypeError) as exc:
@@ -428,20 +434,6 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
         return path
 
 
-def _read_json(path: Path) -> dict | None:
-    if not path.is_file():
-        return None
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
-    except UnicodeDecodeError:
-        raise ValueError(f"{path}: not UTF-8 text") from None
-    if not isinstance(value, dict):
-        raise ValueError(f"{path}: expected a JSON object, found {type(value).__name__}")
-    return value
-
-
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip()
     if isinstance(exc, KeyError):
@@ -453,7 +445,7 @@ def _sentence_transformers_pooler(chain) -> str | None:
     """The sentcl pooler equal to a sentence-transformers folder's Pooling module, if any."""
     if chain is None or chain.pooling is None:
         return None
-    config = _read_json(chain.pooling / "config.json")
+    config = read_json_object(chain.pooling / "config.json")
     return from_sentence_transformers(config) if config else None
 
 
@@ -463,7 +455,7 @@ def saved_modules(folder: Path, allow_pickle: bool = False) -> list[OutputModule
     if not folder.is_dir():
         return []
     try:
-        meta = _read_json(folder / SENTCL_META)
+        meta = read_json_object(folder / SENTCL_META)
     except ValueError as exc:
         raise ModelLoadError(_one_line(exc)) from None
     if meta is not None:
@@ -477,7 +469,7 @@ def saved_prompts(folder: Path, meta: dict | None = None) -> dict[str, str]:
     (config_sentence_transformers.json); malformed ones are a ModelLoadError naming the file."""
     if meta is None and folder.is_dir():
         try:
-            meta = _read_json(folder / SENTCL_META)
+            meta = read_json_object(folder / SENTCL_META)
         except ValueError as exc:
             raise ModelLoadError(_one_line(exc)) from None
     if meta is not None and "prompts" in meta:
@@ -485,7 +477,7 @@ def saved_prompts(folder: Path, meta: dict | None = None) -> dict[str, str]:
     else:
         source = folder / "config_sentence_transformers.json"
         try:
-            value = (_read_json(source) or {}).get("prompts") if folder.is_dir() else None
+            value = (read_json_object(source) or {}).get("prompts") if folder.is_dir() else None
         except ValueError as exc:
             raise ModelLoadError(_one_line(exc)) from None
     try:
@@ -501,9 +493,9 @@ def saved_similarity(folder: Path, meta: dict | None = None) -> str | None:
         return None
     try:
         if meta is None:
-            meta = _read_json(folder / SENTCL_META)
+            meta = read_json_object(folder / SENTCL_META)
         source = folder / (SENTCL_META if meta is not None else "config_sentence_transformers.json")
-        value = (meta if meta is not None else _read_json(source) or {}).get("similarity_fn_name")
+        value = (meta if meta is not None else read_json_object(source) or {}).get("similarity_fn_name")
     except ValueError as exc:
         raise ModelLoadError(_one_line(exc)) from None
     if value is not None and value not in SIMILARITY_FUNCTIONS:
@@ -515,7 +507,7 @@ def saved_similarity(folder: Path, meta: dict | None = None) -> str | None:
 
 def _saved_max_length(name_or_path: str) -> int | None:
     folder = Path(name_or_path)
-    config = _read_json(folder / "sentence_bert_config.json") if folder.is_dir() else None
+    config = read_json_object(folder / "sentence_bert_config.json") if folder.is_dir() else None
     return int(config["max_seq_length"]) if config and config.get("max_seq_length") else None
 
 

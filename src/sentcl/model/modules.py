@@ -29,7 +29,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 from torch.nn import functional as F
 
-from sentcl.model.backbone import ModelLoadError
+from sentcl.model.backbone import ModelLoadError, read_json_object
 
 MODULES_FILE = "modules.json"
 
@@ -155,12 +155,10 @@ def read_chain(folder: Path, allow_pickle: bool = False) -> Chain | None:
     if not folder.is_dir() or not path.is_file():
         return None
     try:
-        rows = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ModelLoadError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
-    except UnicodeDecodeError:
-        raise ModelLoadError(f"{path}: not UTF-8 text") from None
-    if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
+        rows = read_json_object(path, list)
+    except ValueError as exc:
+        raise ModelLoadError(str(exc)) from None
+    if not all(isinstance(row, dict) for row in rows):
         raise ModelLoadError(f"{path}: expected a list of modules, each a JSON object")
     kinds = [module_kind(row.get("type")) for row in rows]
     if not kinds or kinds[0] != "Transformer":
@@ -241,16 +239,13 @@ def describe(rows: list[dict], modules: list[OutputModule] | nn.ModuleList) -> l
 
 
 def _read_object(path: Path) -> dict:
+    """``path``'s JSON object, or one ModelLoadError naming it (missing, not JSON, not an object)."""
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ModelLoadError(f"{path}: missing") from None
-    except json.JSONDecodeError as exc:
-        raise ModelLoadError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
-    except UnicodeDecodeError:
-        raise ModelLoadError(f"{path}: not UTF-8 text") from None
-    if not isinstance(value, dict):
-        raise ModelLoadError(f"{path}: expected a JSON object")
+        value = read_json_object(path)
+    except ValueError as exc:
+        raise ModelLoadError(str(exc)) from None
+    if value is None:
+        raise ModelLoadError(f"{path}: missing")
     return value
 
 

@@ -31,7 +31,7 @@ from sentcl.data.collate import sorted_batches
 from sentcl.embedder import PromptError, PromptRoles, check_prompts, require_finite
 from sentcl.encode_contract import SIMILARITY_FUNCTIONS, SentenceTransformersContract
 from sentcl.extras import require
-from sentcl.model.backbone import TOKENIZER_FILES, ModelLoadError
+from sentcl.model.backbone import TOKENIZER_FILES, ModelLoadError, read_json_object
 
 logger = logging.getLogger(__name__)
 
@@ -122,11 +122,9 @@ class OnnxEncoder(PromptRoles, SentenceTransformersContract):
                 f"{folder}: no {ONNX_FILE} with its {ONNX_META} (made by sentcl export --onnx)"
             )
         try:
-            meta = json.loads(meta_file.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise ModelLoadError(f"{meta_file}:{exc.lineno}: invalid JSON ({exc.msg})") from None
-        except UnicodeDecodeError:
-            raise ModelLoadError(f"{meta_file}: not UTF-8 text") from None
+            meta = read_json_object(meta_file, object)
+        except ValueError as exc:
+            raise ModelLoadError(str(exc)) from None
         _check_meta(meta, meta_file)
         if not any((folder / name).is_file() for name in TOKENIZER_FILES):
             raise ModelLoadError(

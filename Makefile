@@ -61,7 +61,7 @@ test-min: $(CHROMIUM) $(WORDNET)
 	$(MIN)/bin/pytest -m "not integration"
 
 test: lint $(CHROMIUM) $(WORDNET)
-	$(BIN)/pytest
+	$(BIN)/pytest --durations=25
 
 # sentcl against sentence-transformers on this machine (< 20 min on 2 cores): docs/benchmarks.md explains it.
 bench: $(STAMP) $(PEERS)

@@ -152,3 +152,51 @@ def test_a_request_is_cut_into_slices_of_about_the_slice_size():
     assert bounds == [(0, 8), (8, 16), (16, 24), (24, 32)]
     assert slices(["x" * 50_000, "y"], size=12_000) == [(0, 1), (1, 2)]  # one text at least
     assert slices(["a", "b"], size=12_000) == [(0, 2)]
+
+
+def test_the_admission_decision_is_known_before_the_body_is_read():
+    """``refusal(cost)`` says what ``run`` would answer now, and BodyLimit answers it from Content-Length
+    without reading the body (a client resending refused requests then costs headers, not bodies)."""
+    from sentcl.serving.server import MODEL_PATHS, BodyLimit
+
+    admission = Admission(max_waiting=1)
+    gate = threading.Event()
+
+    async def scenario():
+        running = asyncio.create_task(admission.run(10, lambda: gate.wait(5)))
+        await asyncio.sleep(0.1)
+        waiting = asyncio.create_task(admission.run(500, lambda: "waiting"))
+        await asyncio.sleep(0.05)
+        decisions = (admission.refusal(400), admission.refusal(500), admission.refusal(9000))
+
+        sent, reads = [], []
+
+        async def receive():
+            reads.append(1)
+            return {"type": "http.request", "body": b"x" * 600, "more_body": False}
+
+        async def send(event):
+            sent.append(event)
+
+        async def app(scope, receive, send):  # never reached for a refused request
+            raise AssertionError("the body was read")
+
+        limit = BodyLimit(app, max_bytes=10_000, admission=admission, queued_paths=MODEL_PATHS)
+        scope = {
+            "type": "http",
+            "method": "POST",
+            "path": "/v1/embeddings",
+            "headers": [(b"content-length", b"600")],
+        }
+        await limit(scope, receive, send)
+        gate.set()
+        await asyncio.gather(running, waiting)
+        return decisions, sent, reads
+
+    (smaller, equal, larger), sent, reads = asyncio.run(scenario())
+    assert smaller is None  # it would push the waiting job out: admitted
+    assert isinstance(equal, BusyError) and isinstance(larger, BusyError)
+    start = next(e for e in sent if e["type"] == "http.response.start")
+    headers = dict(start["headers"])
+    assert start["status"] == 503 and b"retry-after" in headers and headers[b"connection"] == b"close"
+    assert reads == []  # the body was never read

@@ -3,7 +3,7 @@
 One worker thread runs every request's model work (counting its tokens, then its forward pass), one job at
 a time: two cores gain nothing from two forward passes at once, and one thread keeps the allocator's
 arenas and the tokenizer's buffers to one set. The waiting jobs are few (``max_waiting``) and the
-smallest runs first, by a cost known before any work (the request's characters), so a small request waits
+smallest runs first, by a cost known before any work (the request body's bytes, from its Content-Length), so a small request waits
 for at most the job already running: a flood of large requests cannot queue in front of it. A large job's
 work yields between its slices (``yield_point``): waiting jobs smaller than what it has left run there,
 so a small request waits for at most one slice of a large one, not the whole of it. A job that
@@ -82,6 +82,19 @@ class Admission:
         except asyncio.CancelledError:
             job.abandoned = True
             raise
+
+    def refusal(self, cost: int) -> BusyError | None:
+        """The BusyError ``run`` would raise for a job of ``cost`` now (the queue full of jobs no larger), or
+        None: the server asks before it reads a request's body, so a refused request costs it nothing more."""
+        with self._condition:
+            if len(self._waiting) < self.max_waiting or cost < max(j.cost for j in self._waiting):
+                return None
+            self.refused += 1
+            return self._busy("the server is busy")
+
+    def waiting(self) -> int:
+        """How many jobs wait (read without the lock: a hint for slicing, not a decision)."""
+        return len(self._waiting)
 
     def _busy(self, why: str) -> BusyError:
         """BusyError with a Retry-After of the queued work's expected seconds (at least 1); lock held."""

@@ -170,16 +170,20 @@ def create_app(
     budgets = {"max_request_chars": request_chars, "max_tokens": limits.max_tokens}
     _document_budgets(app, budgets)
 
-    def embed(texts: list[str], dimensions: int | None = None, prompt: str = "") -> np.ndarray:
+    def embed(texts: list[str], dimensions: int | None = None, prompt: str = "", cost: int = 0) -> np.ndarray:
         """Unit vectors of ``texts`` (each after ``prompt``); with ``dimensions``, of their first
         ``dimensions`` coordinates."""
         try:  # a vector of NaN is never served as [null, ...]
-            parts = []
-            for start, stop in slices(texts):  # between slices, smaller waiting requests run first
-                if start:
-                    admission.yield_point(sum(len(t) + COST_PER_TEXT for t in texts[start:]))
+            parts, bounds, start = [], slices(texts), 0
+            chars = max(sum(len(t) for t in texts), 1)
+            while start < len(texts):
+                if start:  # smaller waiting requests run between slices; the cost left, pro rata
+                    admission.yield_point(int(cost * sum(len(t) for t in texts[start:]) / chars))
+                # one slice while others wait, else the rest at once (a batch is fastest whole)
+                stop = next(b for a, b in bounds if a == start) if admission.waiting() else len(texts)
                 part = embedder.encode([prompt + t for t in texts[start:stop]])
                 parts.append(np.asarray(part, dtype=np.float32))
+                start = stop
             vectors = np.concatenate(parts)
             require_finite(vectors, texts, model_name)
         except EmbeddingError as exc:
@@ -198,18 +202,24 @@ def create_app(
             )
         return tokens
 
-    async def model_work(texts: list[str], param: str, work: Callable[[], bytes]) -> Response:
-        """``work`` on the model's worker when admitted (smallest request first); 503 when it is not. A
-        request over the character budget is a 413 before it is queued."""
+    async def model_work(
+        texts: list[str], param: str, work: Callable[[int], bytes], request: Request
+    ) -> Response:
+        """``work(cost)`` on the model's worker when admitted (smallest request first); 503 when it is not.
+        A request over the character budget is a 413 before it is queued. Its cost is its body's bytes:
+        known from Content-Length before the body is read, so BodyLimit refuses what admission would."""
         total = sum(len(t) for t in texts)
         if total > request_chars:
             raise APIError(
                 413, f"'{param}' has {total} characters in all; at most {request_chars} per request", param
             )
-        cost = total + COST_PER_TEXT * len(texts)  # known before any work; ~ the work's size
-        return Response(await admission.run(cost, work), media_type="application/json")
+        cost = len(await request.body())
+        return Response(await admission.run(cost, lambda: work(cost)), media_type="application/json")
 
-    app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes, max_total_bytes=limits.max_bodies_bytes)
+    app.add_middleware(
+        BodyLimit, max_bytes=limits.max_body_bytes, max_total_bytes=limits.max_bodies_bytes,
+        admission=admission, queued_paths=MODEL_PATHS,
+    )  # fmt: skip
     app.add_middleware(AllowedHosts, hosts=allowed_hosts)  # the outermost: checked before anything else
 
     @app.exception_handler(APIError)
@@ -266,13 +276,13 @@ def create_app(
 
     @app.post("/v1/embeddings", response_model=EmbeddingsResponse, responses=MODEL_RESPONSES)
     @_body(models["embeddings"])
-    async def embeddings(body) -> Response:
+    async def embeddings(body, request: Request) -> Response:
         texts = _as_list(body.input)
 
-        def work() -> bytes:
+        def work(cost: int) -> bytes:
             tokens = check_tokens(texts, "input")
             prompt = prompts[body.prompt_name] if getattr(body, "prompt_name", None) else ""
-            vectors = embed(texts, body.dimensions, prompt)  # a prefix (Matryoshka), made unit length again
+            vectors = embed(texts, body.dimensions, prompt, cost)  # a prefix (Matryoshka), made unit length
             data = [
                 {"object": "embedding", "index": i, "embedding": _format(v, body.encoding_format)}
                 for i, v in enumerate(vectors)
@@ -280,35 +290,35 @@ def create_app(
             usage = {"prompt_tokens": tokens, "total_tokens": tokens}
             return _json({"object": "list", "data": data, "model": model_name, "usage": usage})
 
-        return await model_work(texts, "input", work)
+        return await model_work(texts, "input", work, request)
 
     @app.post("/similarity", response_model=SimilarityResponse, responses=MODEL_RESPONSES)
     @_body(models["similarity"])
-    async def similarity(body) -> Response:
+    async def similarity(body, request: Request) -> Response:
         a, b = _as_list(body.a), _as_list(body.b)
 
-        def work() -> bytes:
+        def work(cost: int) -> bytes:
             check_tokens(a + b, "a")
-            vectors = embed(a + b)
+            vectors = embed(a + b, cost=cost)
             return _json({"scores": (vectors[: len(a)] @ vectors[len(a) :].T).tolist()})
 
-        return await model_work(a + b, "a", work)
+        return await model_work(a + b, "a", work, request)
 
     @app.post("/search", response_model=SearchResponse, responses=SEARCH_RESPONSES)
     @_body(models["search"])
-    async def search(body) -> Response:
+    async def search(body, request: Request) -> Response:
         if index is None:
             raise APIError(409, "no index is loaded: start the server with --index DIR", "query")
         queries = _as_list(body.query)
 
-        def work() -> bytes:
+        def work(cost: int) -> bytes:
             check_tokens(queries, "query")
-            query_vectors = embed(queries, prompt=prompts.get(QUERY, ""))
+            query_vectors = embed(queries, prompt=prompts.get(QUERY, ""), cost=cost)
             hits = index.search(query_vectors, top_k=body.top_k, threshold=body.threshold)
             rows = [[{"text": h.text, "score": h.score, "id": h.id} for h in row] for row in hits]
             return _json({"results": rows})
 
-        return await model_work(queries, "query", work)
+        return await model_work(queries, "query", work, request)
 
     page = resources.files("sentcl.serving").joinpath("static/index.html").read_text(encoding="utf-8")
 
@@ -319,8 +329,8 @@ def create_app(
     return app
 
 
-#: a request's cost for admission: its characters, and this much per text (a text's fixed work)
-COST_PER_TEXT = 16
+#: the endpoints whose work waits in the admission queue (BodyLimit refuses them early when it is full)
+MODEL_PATHS = frozenset({"/v1/embeddings", "/similarity", "/search"})
 #: characters of one slice of a request's texts (~2,000-2,700 tokens of English): a large request is encoded
 #: slice by slice, and smaller waiting requests run between its slices (admission.py's yield_point)
 SLICE_CHARS = 12_000
@@ -417,8 +427,14 @@ class BodyLimit:
     hold at most ``max_total_bytes`` of body: a request that would pass it is answered 503 at once
     (Retry-After), so many concurrent large uploads cannot exhaust memory."""
 
-    def __init__(self, app, max_bytes: int, max_total_bytes: int | None = None):
+    def __init__(
+        self, app, max_bytes: int, max_total_bytes: int | None = None, admission: Admission | None = None,
+        queued_paths: frozenset[str] = frozenset(),
+    ):  # fmt: skip
         self.app, self.max_bytes = app, max_bytes
+        #: a request to these paths whose Content-Length admission would refuse now is answered 503 before
+        #: its body is read: a client resending refused requests in a loop then costs headers, not bodies
+        self.admission, self.queued_paths = admission, queued_paths
         self.max_total_bytes = max_total_bytes if max_total_bytes is not None else 16 * max_bytes
         self.held = 0  # bytes of body the requests in progress hold or have announced
 
@@ -431,6 +447,11 @@ class BodyLimit:
         if length is not None and (not length.isdigit() or int(length) > self.max_bytes):
             return await _error(413, message, headers=CLOSE)(scope, receive, send)
         reserved = int(length) if length is not None else 0
+        if reserved and self.admission is not None and scope.get("path") in self.queued_paths:
+            refused = self.admission.refusal(reserved)
+            if refused is not None:
+                headers = {"Retry-After": str(refused.retry_after), **CLOSE}
+                return await _error(503, str(refused), headers=headers)(scope, receive, send)
         if reserved and self.held + reserved > self.max_total_bytes:
             return await _error(503, full, headers=BUSY_CLOSE)(scope, receive, send)
         self.held += reserved

@@ -44,7 +44,10 @@ def read_corpus(path: Path, size: int) -> list[str]:
     return lines[:size]
 
 
-def launch(model: str, index: Path, server_src: Path | None = None) -> tuple[subprocess.Popen, str]:
+def launch(
+    model: str, index: Path, server_src: Path | None = None, log: Path | None = None
+) -> tuple[subprocess.Popen, str]:
+    """Start `sentcl serve` on a free port; its log (stderr) goes to ``log`` where given."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -52,8 +55,9 @@ def launch(model: str, index: Path, server_src: Path | None = None) -> tuple[sub
     env = os.environ.copy()
     if server_src is not None:  # the server from another checkout (e.g. before a fix), this interpreter
         env["PYTHONPATH"] = str(server_src.resolve())
+    errors = log.open("wb") if log is not None else subprocess.DEVNULL
     server = subprocess.Popen(
-        [*command, "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
+        [*command, "--port", str(port)], stdout=subprocess.DEVNULL, stderr=errors, env=env
     )
     url = f"http://127.0.0.1:{port}"
     for _ in range(600):
@@ -147,7 +151,8 @@ def main() -> None:
         index = Path(tmp) / "index"
         encoder = SentenceEncoder.load(args.model)
         SentenceIndex.of_corpus(encoder, corpus, model=encoder.source).save(index)
-        server, url = launch(args.model, index, args.server_src)
+        log = Path(tmp) / "server.log"
+        server, url = launch(args.model, index, args.server_src, log)
         if args.attacks:
             from serve_attacks import run_attacks
 
@@ -157,6 +162,10 @@ def main() -> None:
             finally:
                 server.terminate()
                 server.wait(timeout=30)
+            text = log.read_text(encoding="utf-8", errors="replace")
+            print(f"server log: {len(text.splitlines())} lines, {text.count('Traceback')} tracebacks")
+            for line in [line for line in text.splitlines() if "Error" in line or "Traceback" in line][:5]:
+                print(f"  {line[:200]}")
             return
         try:
             latencies, errors, wall = run_clients(url, args.clients, args.requests)

@@ -3,13 +3,14 @@
 One worker thread runs every request's model work (counting its tokens, then its forward pass), one job at
 a time: two cores gain nothing from two forward passes at once, and one thread keeps the allocator's
 arenas and the tokenizer's buffers to one set. The waiting jobs are few (``max_waiting``) and the
-smallest runs first, by a cost known before any work (the request body's bytes, from its Content-Length), so a small request waits
-for at most the job already running: a flood of large requests cannot queue in front of it. A large job's
-work yields between its slices (``yield_point``): waiting jobs smaller than what it has left run there,
-so a small request waits for at most one slice of a large one, not the whole of it. A job that
-finds the queue full pushes out the largest waiting job if it is smaller than that one; otherwise it is
-refused at once. A refused or pushed-out job, and one that waited longer than ``max_wait_s``, raises
-:class:`BusyError`, which the server answers with 503 and a Retry-After computed from the queued work.
+smallest runs first, by a cost known before any work (the request body's bytes, from its Content-Length):
+a flood of large requests cannot queue in front of a small one. A large job's work yields between its
+slices (``yield_point``): waiting jobs smaller than what it has left run there, so a small request waits
+for at most one slice of the job running, not the whole of it. A job that finds the queue full pushes out
+the largest waiting job if it is smaller than that one; otherwise it is refused at once (``refusal`` says
+so before the body is read). A refused or pushed-out job, and one that waited longer than ``max_wait_s``,
+raises :class:`BusyError`, which the server answers with 503 and a Retry-After computed from the queued
+work.
 """
 
 from __future__ import annotations

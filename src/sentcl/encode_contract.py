@@ -24,16 +24,13 @@ keyword, ``output_value`` other than sentence embeddings, a ``truncate_dim`` bel
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 import torch
 
-from sentcl.embedder import prompt_text
+from sentcl.embedder import prompt_text, unit_rows
 from sentcl.quantization import EMBEDDING_PRECISIONS, quantize
-
-logger = logging.getLogger(__name__)
 
 SIMILARITY_FUNCTIONS = ("cosine", "dot", "euclidean", "manhattan")
 
@@ -160,7 +157,7 @@ class SentenceTransformersContract:
             if truncate_dim is not None:
                 vectors = vectors[:, :truncate_dim]
             if normalize_embeddings:
-                vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+                vectors = unit_rows(vectors)
             vectors = np.ascontiguousarray(vectors)
             if precision != "float32":
                 vectors = quantize(vectors, precision)

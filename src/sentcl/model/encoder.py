@@ -46,6 +46,7 @@ from sentcl.model.backbone import (
 from sentcl.model.dropout import use_fast_dropout
 from sentcl.model.heads import MLPHead, build_mlm_head
 from sentcl.model.modules import (
+    Chain,
     Dense,
     Normalize,
     OutputModule,
@@ -138,7 +139,6 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
         self.head = head
         #: sentence-transformers' modules after the pooling (model/modules.py): Dense layers, Normalize
         self.output_modules = nn.ModuleList(modules or [])
-        check_chain(self.output_modules, self.hidden_size, "modules")
         self.max_length = max_length or _default_max_length(backbone, tokenizer)
         self.unpad = unpad
         self.source: str | None = None  # where the model was loaded from (recorded by indexes built on it)
@@ -162,7 +162,8 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
             )
         if config.fast_dropout:
             use_fast_dropout(backbone)
-        modules = saved_modules(Path(resolved), config.allow_pickle) if config.keep_modules else []
+        hidden = int(backbone.config.hidden_size)
+        modules = saved_modules(Path(resolved), hidden, config.allow_pickle) if config.keep_modules else []
         if config.normalize is False:
             modules = [m for m in modules if not isinstance(m, Normalize)]
         elif config.normalize and not any(isinstance(m, Normalize) for m in modules):
@@ -227,11 +228,7 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
             raise ModelLoadError(
                 f"{name_or_path}: max_seq_length {max_length} is beyond the model's {limit} positions"
             )
-        if meta is not None:
-            modules = read_recorded(folder, meta.get("modules"), folder / SENTCL_META, allow_pickle)
-        else:
-            modules = chain.modules if chain is not None else []
-        check_chain(modules, int(backbone.config.hidden_size), name_or_path)
+        modules = saved_modules(folder, int(backbone.config.hidden_size), allow_pickle, meta, chain)
         encoder = cls(backbone, tokenizer, chosen, head, max_length=max_length, modules=modules)
         encoder.source = str(Path(name_or_path).resolve()) if Path(name_or_path).exists() else name_or_path
         encoder.prompts = saved_prompts(folder, meta)
@@ -449,29 +446,42 @@ def _sentence_transformers_pooler(chain) -> str | None:
     return from_sentence_transformers(config) if config else None
 
 
-def saved_modules(folder: Path, allow_pickle: bool = False) -> list[OutputModule]:
-    """The output modules a model folder carries (sentcl.json's list, else a sentence-transformers
-    folder's modules.json); none for a hub id or a plain Hugging Face folder."""
-    if not folder.is_dir():
-        return []
+def _sentcl_meta(folder: Path) -> dict | None:
+    """A folder's sentcl.json (None where it has none), or a ModelLoadError naming the file."""
     try:
-        meta = read_json_object(folder / SENTCL_META)
+        return read_json_object(folder / SENTCL_META)
     except ValueError as exc:
         raise ModelLoadError(_one_line(exc)) from None
+
+
+def saved_modules(
+    folder: Path,
+    hidden_size: int,
+    allow_pickle: bool = False,
+    meta: dict | None = None,
+    chain: Chain | None = None,
+) -> list[OutputModule]:
+    """The output modules a model folder carries (sentcl.json's list, else a sentence-transformers
+    folder's modules.json), checked to fit the backbone's ``hidden_size``; none for a hub id or a plain
+    Hugging Face folder. ``meta`` / ``chain``: the folder's sentcl.json / module chain where the caller has
+    read them already."""
+    if not folder.is_dir():
+        return []
+    meta = meta if meta is not None else _sentcl_meta(folder)
     if meta is not None:
-        return read_recorded(folder, meta.get("modules"), folder / SENTCL_META, allow_pickle)
-    chain = read_chain(folder, allow_pickle)
-    return chain.modules if chain is not None else []
+        modules = read_recorded(folder, meta.get("modules"), folder / SENTCL_META, allow_pickle)
+    else:
+        chain = chain if chain is not None else read_chain(folder, allow_pickle)
+        modules = chain.modules if chain is not None else []
+    check_chain(modules, hidden_size, str(folder))
+    return modules
 
 
 def saved_prompts(folder: Path, meta: dict | None = None) -> dict[str, str]:
     """The prompts saved with a model: sentcl.json's, else a sentence-transformers folder's
     (config_sentence_transformers.json); malformed ones are a ModelLoadError naming the file."""
     if meta is None and folder.is_dir():
-        try:
-            meta = read_json_object(folder / SENTCL_META)
-        except ValueError as exc:
-            raise ModelLoadError(_one_line(exc)) from None
+        meta = _sentcl_meta(folder)
     if meta is not None and "prompts" in meta:
         source, value = folder / SENTCL_META, meta["prompts"]
     else:
@@ -491,10 +501,9 @@ def saved_similarity(folder: Path, meta: dict | None = None) -> str | None:
     config_sentence_transformers.json), or None; one that is not known is a ModelLoadError naming the file."""
     if not folder.is_dir():
         return None
+    meta = meta if meta is not None else _sentcl_meta(folder)
+    source = folder / (SENTCL_META if meta is not None else "config_sentence_transformers.json")
     try:
-        if meta is None:
-            meta = read_json_object(folder / SENTCL_META)
-        source = folder / (SENTCL_META if meta is not None else "config_sentence_transformers.json")
         value = (meta if meta is not None else read_json_object(source) or {}).get("similarity_fn_name")
     except ValueError as exc:
         raise ModelLoadError(_one_line(exc)) from None

@@ -169,9 +169,7 @@ def read_chain(folder: Path, allow_pickle: bool = False) -> Chain | None:
     modules: list[OutputModule] = []
     for position, (row, kind) in enumerate(zip(rows, kinds, strict=True)):
         where = f"{path}: module {position} ({row.get('type')!r})"
-        sub = row.get("path", "")
-        if not isinstance(sub, str) or Path(sub).is_absolute() or ".." in Path(sub).parts:
-            raise ModelLoadError(f"{where}: its path {sub!r} is not a folder inside the model")
+        sub = _inside(row.get("path", ""), where)
         if position == 0:
             if sub not in ("", "."):
                 raise ModelLoadError(
@@ -180,10 +178,8 @@ def read_chain(folder: Path, allow_pickle: bool = False) -> Chain | None:
             continue
         if kind == "Pooling" and position == 1:
             pooling = folder / sub
-        elif kind == "Dense" and pooling is not None:
-            modules.append(Dense.read(folder / sub, allow_pickle))
-        elif kind == "Normalize" and pooling is not None:
-            modules.append(Normalize())
+        elif kind in ("Dense", "Normalize") and pooling is not None:
+            modules.append(_output_module(kind, folder / sub, allow_pickle))
         else:
             raise ModelLoadError(
                 f"{where}: sentcl runs Transformer → Pooling → Dense → Normalize only; this model's vectors "
@@ -268,13 +264,19 @@ def read_recorded(folder: Path, rows: object, where: Path, allow_pickle: bool = 
         raise ModelLoadError(f"{where}: modules is a list of objects (kind, path)")
     modules: list[OutputModule] = []
     for row in rows:
-        kind, sub = row.get("kind"), row.get("path")
-        if not isinstance(sub, str) or Path(sub).is_absolute() or ".." in Path(sub).parts:
-            raise ModelLoadError(f"{where}: module path {sub!r} is not a folder inside the model")
-        if kind == "Dense":
-            modules.append(Dense.read(folder / sub, allow_pickle))
-        elif kind == "Normalize":
-            modules.append(Normalize())
-        else:
+        kind, sub = row.get("kind"), _inside(row.get("path"), f"{where}: module")
+        if kind not in ("Dense", "Normalize"):
             raise ModelLoadError(f"{where}: module kind {kind!r} is not Dense or Normalize")
+        modules.append(_output_module(kind, folder / sub, allow_pickle))
     return modules
+
+
+def _inside(sub: object, where: str) -> str:
+    """``sub`` when it names a folder inside the model (relative, no ``..``); a ModelLoadError otherwise."""
+    if not isinstance(sub, str) or Path(sub).is_absolute() or ".." in Path(sub).parts:
+        raise ModelLoadError(f"{where}: its path {sub!r} is not a folder inside the model")
+    return sub
+
+
+def _output_module(kind: str, folder: Path, allow_pickle: bool) -> OutputModule:
+    return Dense.read(folder, allow_pickle) if kind == "Dense" else Normalize()

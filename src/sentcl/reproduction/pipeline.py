@@ -676,14 +676,15 @@ def measure_rows(
     fitting corpus and the probe are encoded once for a baseline and its post-processed variants."""
     embedders: dict[tuple[str, str | None], CachedEmbedder] = {}
     fit_sentences: list[str] | None = None
-    fingerprint = data_fingerprint(data_dir)
+    fingerprint = None if plan.report_only else data_fingerprint(data_dir)  # the report re-measures nothing
     results = []
     for row in rows:
         name = f"measure {row.encoder}: {row.label}"
-        stale = None if plan.report_only else measured_on_other_data(row.folder, fingerprint)
-        if stale and read_stage(row.folder).get("done"):
+        stale = fingerprint is not None and measured_on_other_data(row.folder, fingerprint)
+        record = read_stage(row.folder) if stale else {}
+        if record.get("done"):
             logger.info("%s: measured again, %s", name, stale)
-            write_stage(row.folder, {**read_stage(row.folder), "done": False})  # same key, not done
+            write_stage(row.folder, {**record, "done": False})  # same key, not done
         with Stage(row.folder, row.key(plan), name, outcomes, plan=plan) as stage:
             if stage.needed:
                 cache_key = (row.model, row.pooler)

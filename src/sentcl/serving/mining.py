@@ -138,9 +138,7 @@ def mine(
         if row_of_text[positive] not in positives[anchor]:
             positives[anchor].append(row_of_text[positive])
     most_pairs = max(pair_count.values())
-    limit = options.rank_limit(most_pairs)
-    if options.num_negatives > limit - options.range_min:
-        raise MiningError(f"--num-negatives {options.num_negatives}: more than the derived range holds")
+    limit = options.rank_limit(most_pairs)  # check() and the derivation leave num_negatives room in it
 
     documents = torch.from_numpy(_unit(for_role(embedder, DOCUMENT).encode(texts)))
     queries = torch.from_numpy(_unit(for_role(embedder, QUERY).encode(anchors)))
@@ -177,7 +175,9 @@ def mine(
             if not _passes(score, hardest, options):
                 continue
             kept.append((score, i))
-        window = kept[:limit][options.range_min :]
+            if len(kept) == limit:  # the range is over these; no later candidate enters it
+                break
+        window = kept[options.range_min :]
         if options.sampling == "random" and len(window) > options.num_negatives:
             drawn = sorted(rng.choice(len(window), options.num_negatives, replace=False))
             chosen = [window[j] for j in drawn]

@@ -174,15 +174,17 @@ def create_app(
         """Unit vectors of ``texts`` (each after ``prompt``); with ``dimensions``, of their first
         ``dimensions`` coordinates."""
         try:  # a vector of NaN is never served as [null, ...]
-            parts, bounds, start = [], slices(texts), 0
+            parts, stop_of, start = [], dict(slices(texts)), 0
             chars = max(sum(len(t) for t in texts), 1)
+            left = chars
             while start < len(texts):
                 if start:  # smaller waiting requests run between slices; the cost left, pro rata
-                    admission.yield_point(int(cost * sum(len(t) for t in texts[start:]) / chars))
+                    admission.yield_point(int(cost * left / chars))
                 # one slice while others wait, else the rest at once (a batch is fastest whole)
-                stop = next(b for a, b in bounds if a == start) if admission.waiting() else len(texts)
+                stop = stop_of[start] if admission.waiting() else len(texts)
                 part = embedder.encode([prompt + t for t in texts[start:stop]])
                 parts.append(np.asarray(part, dtype=np.float32))
+                left -= sum(len(t) for t in texts[start:stop])
                 start = stop
             vectors = np.concatenate(parts)
             require_finite(vectors, texts, model_name)

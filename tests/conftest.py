@@ -100,3 +100,14 @@ def shared_data() -> Path:
     path = Path(os.environ.get("SENTCL_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
     assert path.is_dir(), f"SENTCL_DATA={path} is not a folder: integration tests need ../shared/data"
     return path
+
+
+@pytest.fixture
+def online_hub(tmp_path, monkeypatch) -> Path:
+    """sentcl's cache in tmp_path and huggingface_hub online (the suite runs with HF_HUB_OFFLINE=1), for
+    tests that point HF_ENDPOINT at tests/hub_server.py's local server; returns the hub cache folder."""
+    from huggingface_hub import constants
+
+    monkeypatch.setenv("SENTCL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    return tmp_path / "cache" / "hub"

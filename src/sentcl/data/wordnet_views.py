@@ -37,6 +37,7 @@ import torch
 from sentcl.data.collate import Batch, ContrastiveDataset, collate_views
 from sentcl.data.readers import DataError, Records
 from sentcl.extras import require
+from sentcl.hub_files import cache_dir
 
 DEFAULT_WORDNET = "/usr/share/wordnet"
 POS = ("n", "v", "a", "r")
@@ -63,8 +64,7 @@ def prepare_wordnet(root: str | Path | None = None) -> Path:
             f"(apt-get install wordnet-base; `make test` does) or set SENTCL_WORDNET to a WordNet 3.0 dict "
             f"folder"
         )
-    cache = Path(os.environ.get("SENTCL_CACHE", Path.home() / ".cache" / "sentcl")).expanduser()
-    folder = cache / "wordnet" / hashlib.sha256(str(source.resolve()).encode()).hexdigest()[:16]
+    folder = cache_dir() / "wordnet" / hashlib.sha256(str(source.resolve()).encode()).hexdigest()[:16]
     if not (folder / "lexnames").is_file():
         tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
         tmp.mkdir(parents=True, exist_ok=True)

@@ -1,9 +1,9 @@
 """Where evaluation data lives: ``--data-dir`` > ``$SENTCL_DATA`` > a cache filled by download.
 
 The download is SimCSE's SentEval bundle (STS12–16, STS-B, SICK-R, transfer tasks) from the Hugging
-Face hub through ``huggingface_hub`` (which checks the file against the hub's sha256 and caches it),
-unpacked once into ``$SENTCL_CACHE`` (default ``~/.cache/sentcl``). Tests never use it: they point
-``SENTCL_DATA`` at local copies.
+Face hub (:func:`sentcl.hub_files.hub_file`: cached, checked against the hub's sha256), unpacked once into
+``$SENTCL_CACHE/senteval`` (default ``~/.cache/sentcl``). The tests exercise it against a local server
+that plays the hub (``HF_ENDPOINT``).
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from sentcl.hub_files import HubFileError, cache_dir, hub_file
+
 logger = logging.getLogger(__name__)
 
 SENTEVAL_REPO = "princeton-nlp/datasets-for-simcse"
@@ -23,10 +25,6 @@ SENTEVAL_FILE = "senteval.tar"
 
 class DataDirError(RuntimeError):
     pass
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("SENTCL_CACHE", Path.home() / ".cache" / "sentcl")).expanduser()
 
 
 def resolve_data_dir(explicit: str | Path | None = None, download: bool = True) -> Path:
@@ -49,16 +47,14 @@ def resolve_data_dir(explicit: str | Path | None = None, download: bool = True) 
     return download_senteval(target)
 
 
-def download_senteval(target: Path) -> Path:  # pragma: no cover - needs the network
+def download_senteval(target: Path) -> Path:
     """Fetch SimCSE's SentEval bundle and unpack it into ``target`` (atomically)."""
-    from huggingface_hub import hf_hub_download
-
     logger.info("downloading %s/%s (SentEval data, ~2 GB unpacked) …", SENTEVAL_REPO, SENTEVAL_FILE)
     try:
-        archive = hf_hub_download(SENTEVAL_REPO, SENTEVAL_FILE, repo_type="dataset")
-    except Exception as exc:
+        archive = hub_file(SENTEVAL_REPO, SENTEVAL_FILE)
+    except HubFileError as exc:
         raise DataDirError(
-            f"could not download the SentEval data ({exc}); offline, pass --data-dir or set SENTCL_DATA"
+            f"no evaluation data: {exc}; offline, pass --data-dir or set SENTCL_DATA"
         ) from None
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".senteval-", dir=target.parent))

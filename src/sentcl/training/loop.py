@@ -16,8 +16,9 @@ from pathlib import Path
 import torch
 
 from sentcl.analysis.alignment_uniformity import geometry_snapshot, stsb_probe
-from sentcl.config import ConfigError, expand_path, load_yaml
+from sentcl.config import ConfigError, load_yaml
 from sentcl.data import build_dataset, read_records
+from sentcl.data.named import resolve_train_file
 from sentcl.data.streaming import StreamingDataset, check_streaming
 from sentcl.embedder import CachedEmbedder
 from sentcl.model import SentenceEncoder
@@ -68,7 +69,7 @@ def _train(config: TrainConfig, start, also_measure) -> TrainResult:
     context, device, output_dir = start.context, start.device, start.output_dir
 
     # Everything that can fail on bad input is checked before the first step.
-    train_file = expand_path(config.data.train_file, "data.train_file")
+    train_file = resolve_train_file(config.data.train_file, "data.train_file")
     if config.data.streaming:
         check_streaming(config.data, loop)
         records = None

@@ -33,8 +33,9 @@ from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer
 
 from sentcl.analysis.plots import plot_curves
 from sentcl.atomic_write import atomic_folder
-from sentcl.config import ConfigError, apply_overrides, expand_path, from_dict, load_yaml, to_dict
+from sentcl.config import ConfigError, apply_overrides, from_dict, load_yaml, to_dict
 from sentcl.data import DataError, read_records
+from sentcl.data.named import resolve_train_file
 from sentcl.data.sentences import SentencesDataset, SentenceTokens
 from sentcl.embedder import CachedEmbedder
 from sentcl.model import ModelLoadError, SentenceEncoder, split_mlm_model, use_fast_dropout
@@ -205,7 +206,7 @@ def read_pretrain_sentences(files: list[str]) -> list[str]:
     """Every sentence of every file (each cell of a table), in order; empty cells are skipped."""
     sentences: list[str] = []
     for index, name in enumerate(files):
-        records = read_records(expand_path(name, f"data.train_files[{index}]"))
+        records = read_records(resolve_train_file(name, f"data.train_files[{index}]"))
         sentences.extend(cell for row in records.rows for cell in row if cell.strip())
     return sentences
 

@@ -46,6 +46,10 @@ def test_paper_hyperparameters():
     assert (unsup.training.batch_size, unsup.training.learning_rate, unsup.training.epochs) == (64, 3e-5, 1)
     assert (unsup.data.max_length, unsup.objective.temperature) == (32, 0.05)
     assert (unsup.model.pooler, unsup.model.mlp_only_train, unsup.training.eval_steps) == ("cls", True, 125)
+    assert (unsup.data.train_file, load_recipe(configs["simcse_sup_bert_base.yaml"]).data.train_file) == (
+        "simcse:wiki1m",
+        "simcse:nli",
+    )  # the paper's own sets, by name (a local copy or the hub)
     sup = load_recipe(configs["simcse_sup_bert_base.yaml"])
     assert (sup.training.batch_size, sup.training.learning_rate, sup.training.epochs) == (512, 5e-5, 3)
     assert (sup.model.pooler, sup.model.mlp_only_train, sup.objective.hard_negative_weight) == (

@@ -56,7 +56,14 @@ unit: $(STAMP) $(WORDNET)
 	$(BIN)/pytest -m "not integration"
 
 # The declared ranges, tested: the lowest versions pyproject.toml allows (uv's lowest-direct resolution; torch
-# pinned as above), then the unit tests. A floor that fails here is raised in pyproject.toml, not skipped.
+# pinned as above), then the unit tests that go through other libraries. A floor that fails here is raised in
+# pyproject.toml, not skipped. The tests of sentcl's own machinery on torch alone (torch is the same pinned
+# build in both environments: objectives' maths, ranks under torchrun, checkpoints and resume, GradCache,
+# Child-Tuning, checkpoint selection, the reproduction's stage cache, folder consent, the docs' command lines)
+# run once, in `make test`: here they would test the same code on the same torch a second time.
+SAME_IN_BOTH := tests/objectives tests/training/test_distributed.py tests/training/test_checkpoint.py \
+	tests/training/test_gradcache.py tests/training/test_child_tuning.py tests/training/test_selection.py \
+	tests/reproduction tests/cli/test_output_consent.py tests/cli/test_docs_commands.py tests/model/test_parallel.py
 MIN := .venv-min
 test-min: $(CHROMIUM) $(WORDNET)
 	rm -rf $(MIN)
@@ -64,7 +71,7 @@ test-min: $(CHROMIUM) $(WORDNET)
 	$(MIN)/bin/pip install --quiet "uv>=0.5"
 	$(MIN)/bin/uv pip install --quiet --python $(MIN)/bin/python --resolution lowest-direct \
 		$(if $(wildcard /opt/wheels),--find-links /opt/wheels) "$(TORCH)" -e ".[dev]"
-	$(MIN)/bin/pytest -m "not integration"
+	$(MIN)/bin/pytest -m "not integration" $(addprefix --ignore=,$(SAME_IN_BOTH))
 
 test: lint $(CHROMIUM) $(WORDNET)
 	$(BIN)/pytest --durations=25

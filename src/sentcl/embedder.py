@@ -8,10 +8,12 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from sentcl.errors import UserError
+
 logger = logging.getLogger(__name__)
 
 
-class EmbeddingError(ValueError):
+class EmbeddingError(UserError, ValueError):
     """A model gave vectors that are not numbers (NaN or infinity): never written, indexed or served."""
 
 
@@ -63,7 +65,7 @@ class CachedEmbedder:
 QUERY, DOCUMENT = "query", "document"
 
 
-class PromptError(ValueError):
+class PromptError(UserError, ValueError):
     """A prompt name the model does not have, or prompts that are not name → text."""
 
 
@@ -134,3 +136,26 @@ class PromptRoles:
 
     def encode_document(self, sentences: Sequence[str], **kwargs) -> np.ndarray:
         return for_role(self, DOCUMENT).encode(sentences, **kwargs)
+
+
+def keep_prefix(vectors: np.ndarray, dim: int | None) -> np.ndarray:
+    """The first ``dim`` dimensions of every row (a Matryoshka prefix; None: all of them)."""
+    if dim is None:
+        return vectors
+    if dim > vectors.shape[1]:
+        raise EmbeddingError(f"--dim {dim}: the model gives {vectors.shape[1]} dimensions")
+    return vectors[:, :dim]
+
+
+class Batched:
+    """An encoder as an :class:`Embedder` that encodes in batches of ``batch_size`` (with a progress bar:
+    True, False, or None for one on long inputs), keeps the first ``dim`` dimensions where given, and
+    carries the encoder's prompts (an index applies the document prompt, retrieval the query one)."""
+
+    def __init__(self, encoder, batch_size: int, show_progress: bool | None = None, dim: int | None = None):
+        self.encoder, self.batch_size, self.show_progress, self.dim = encoder, batch_size, show_progress, dim
+        self.prompts = getattr(encoder, "prompts", {})
+
+    def encode(self, sentences, **options) -> np.ndarray:
+        options = {"batch_size": self.batch_size, "show_progress": self.show_progress} | options
+        return keep_prefix(self.encoder.encode(sentences, **options), self.dim)

@@ -30,12 +30,13 @@ import numpy as np
 import torch
 
 from sentcl.embedder import prompt_text, unit_rows
+from sentcl.errors import UserError
 from sentcl.quantization import EMBEDDING_PRECISIONS, quantize
 
 SIMILARITY_FUNCTIONS = ("cosine", "dot", "euclidean", "manhattan")
 
 
-class EncodeArgumentError(ValueError):
+class EncodeArgumentError(UserError, ValueError):
     """An argument of ``encode`` / ``similarity`` that sentcl cannot honour; the message names it."""
 
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
+from sentcl.errors import UserError
 
-class MissingExtraError(ImportError):
+
+class MissingExtraError(UserError, ImportError):
     """A feature's optional dependency is not installed; the message names the pip command."""
 
 

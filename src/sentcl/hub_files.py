@@ -17,13 +17,15 @@ import re
 import shutil
 from pathlib import Path
 
+from sentcl.errors import UserError
+
 logger = logging.getLogger(__name__)
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _SHA1 = re.compile(r"[0-9a-f]{40}")
 
 
-class HubFileError(RuntimeError):
+class HubFileError(UserError, RuntimeError):
     """A hub file that could not be had, or whose content does not match the hub's hash."""
 
 

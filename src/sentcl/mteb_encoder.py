@@ -67,3 +67,11 @@ class MTEBEncoder:
 
     def similarity_pairwise(self, embeddings1, embeddings2) -> np.ndarray:
         return self.model.similarity_pairwise(embeddings1, embeddings2).numpy()
+
+
+def main_scores(result) -> dict[str, dict[str, list[float]]]:
+    """``mteb.evaluate``'s result as task → split → the main score of each of its subsets."""
+    return {
+        task.task_name: {split: [row["main_score"] for row in rows] for split, rows in task.scores.items()}
+        for task in result.task_results
+    }

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from sentcl.errors import UserError
+
 EMBEDDING_PRECISIONS = ("float32", "int8", "uint8", "binary", "ubinary")
 
 
-class QuantizationError(ValueError):
+class QuantizationError(UserError, ValueError):
     """A precision, ranges or calibration that cannot quantize these vectors."""
 
 

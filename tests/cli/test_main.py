@@ -1,5 +1,6 @@
 import json
 
+import numpy as np
 import pytest
 
 from sentcl.cli.main import main
@@ -281,8 +282,6 @@ def test_a_full_disk_is_one_line_and_the_previous_file_is_kept(
     failure, tmp_path, tiny_model_dir, capsys, monkeypatch
 ):
 
-    import sentcl.cli.main as cli
-
     corpus, out = tmp_path / "corpus.txt", tmp_path / "e.npy"
     corpus.write_text("\n".join(SENTENCES) + "\n")
     out.write_bytes(b"the previous embeddings")
@@ -291,7 +290,7 @@ def test_a_full_disk_is_one_line_and_the_previous_file_is_kept(
         handle.write(b"\x93NUMPY partial")
         raise failure
 
-    monkeypatch.setattr(cli.np, "save", full_disk)
+    monkeypatch.setattr(np, "save", full_disk)
     assert main(["encode", str(tiny_model_dir), str(corpus), "--out", str(out), "--overwrite"]) == 1
     printed = capsys.readouterr().err
     err = printed.strip().splitlines()[-1]
@@ -302,11 +301,9 @@ def test_a_full_disk_is_one_line_and_the_previous_file_is_kept(
 
 
 def test_a_bug_still_shows_its_traceback(tmp_path, tiny_model_dir, monkeypatch):
-    import sentcl.cli.main as cli
-
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(SENTENCES) + "\n")
-    monkeypatch.setattr(cli.np, "save", lambda handle, array: 1 / 0)
+    monkeypatch.setattr(np, "save", lambda handle, array: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         main(["encode", str(tiny_model_dir), str(corpus), "--out", str(tmp_path / "e.npy")])
 

@@ -22,6 +22,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from sentcl.errors import UserError
 from sentcl.extras import require
 
 logger = logging.getLogger(__name__)
@@ -31,7 +32,7 @@ HEADER_NAMES = {"sent0", "sent1", "hard_neg", "anchor", "positive", "negative", 
 HEADER_NAMES |= {"sentence", "entity", "hard_negative_entity"}  # EASE's (sentence, entity) pairs
 
 
-class DataError(ValueError):
+class DataError(UserError, ValueError):
     """Bad input data; the message starts with ``file:line``."""
 
 

@@ -15,6 +15,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from sentcl.errors import UserError
 from sentcl.hub_files import HubFileError, cache_dir, hub_file
 
 logger = logging.getLogger(__name__)
@@ -23,7 +24,7 @@ SENTEVAL_REPO = "princeton-nlp/datasets-for-simcse"
 SENTEVAL_FILE = "senteval.tar"
 
 
-class DataDirError(RuntimeError):
+class DataDirError(UserError, RuntimeError):
     pass
 
 

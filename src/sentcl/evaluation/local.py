@@ -45,6 +45,7 @@ from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import average_precision_score
 
 from sentcl.embedder import DOCUMENT, QUERY, Embedder, for_role, unit_rows
+from sentcl.errors import UserError
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ RECALL_AT = (1, 10, 100)
 DEPTH = max(RECALL_AT)
 
 
-class LocalTaskError(ValueError):
+class LocalTaskError(UserError, ValueError):
     """A malformed pair file or retrieval folder; the message starts with file:line."""
 
 

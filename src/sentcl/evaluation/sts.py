@@ -23,6 +23,7 @@ import numpy as np
 from scipy.stats import pearsonr, spearmanr
 
 from sentcl.embedder import Embedder
+from sentcl.errors import UserError
 from sentcl.evaluation.sts_data import DISPLAY_NAMES, STS_TASKS, STSTask, load_task
 
 AGGREGATIONS = ("all", "mean", "wmean")
@@ -35,7 +36,7 @@ _ALIASES = {name.lower(): name for name in STS_TASKS} | {
 }
 
 
-class TaskSpecError(ValueError):
+class TaskSpecError(UserError, ValueError):
     """An evaluation task name or option that does not exist."""
 
 

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from sentcl.errors import UserError
+
 STS_YEARS = {
     "STS12": ("2012", ["MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"]),
     "STS13": ("2013", ["FNWN", "headlines", "OnWN"]),
@@ -32,7 +34,7 @@ STS_TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKR
 DISPLAY_NAMES = {"STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R"}
 
 
-class STSDataError(ValueError):
+class STSDataError(UserError, ValueError):
     """A malformed STS file; the message starts with file:line."""
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from sentcl.embedder import CachedEmbedder, Embedder
+from sentcl.errors import UserError
 from sentcl.evaluation.senteval_protocols import PROTOCOLS, SEED, ProbeConfig, inner_kfold, kfold, split
 from sentcl.evaluation.sts import TaskSpecError
 
@@ -34,7 +35,7 @@ _BINARY_FILES = {
 _TREC_CLASSES = {"ABBR": 0, "DESC": 1, "ENTY": 2, "HUM": 3, "LOC": 4, "NUM": 5}
 
 
-class TransferDataError(ValueError):
+class TransferDataError(UserError, ValueError):
     """A malformed transfer-task file; the message names file:line."""
 
 

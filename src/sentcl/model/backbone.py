@@ -19,6 +19,7 @@ from safetensors import SafetensorError
 from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel
 
 from sentcl.config import ConfigError
+from sentcl.errors import UserError
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +30,7 @@ PACKAGED_MODELS = {
 _ALIASES = {"all-MiniLM-L6-v2": "sentence-transformers/all-MiniLM-L6-v2"}
 
 
-class ModelLoadError(RuntimeError):
+class ModelLoadError(UserError, RuntimeError):
     """A model could not be found or loaded; the message names what was asked for."""
 
 

@@ -120,8 +120,8 @@ class ContrastiveObjective(Objective):
 
     ``embedding_loss`` is what the loop and GradCache call: ``loss_from_embeddings`` on the full
     embeddings, or, with ``matryoshka_dims``, the weighted sum of it over the prefixes. An objective whose
-    loss cannot take a prefix (a queue or a projection sized to the full dimension) refuses the key in its
-    constructor with ``refuse_matryoshka``."""
+    loss cannot take a prefix (a queue or a projection sized to the full dimension) says why in
+    ``matryoshka_refusal`` (or ``refuses_matryoshka``), and the constructor refuses the key."""
 
     matryoshka_refusal: ClassVar[str | None] = None  # a loss on embeddings takes prefixes unless it says
 

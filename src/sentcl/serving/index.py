@@ -25,6 +25,7 @@ import numpy as np
 
 from sentcl.atomic_write import atomic_folder
 from sentcl.embedder import DOCUMENT, QUERY, Embedder, for_role, require_finite
+from sentcl.errors import UserError
 from sentcl.extras import require
 from sentcl.quantization import dequantize_int8, int8_ranges, quantize
 
@@ -39,7 +40,7 @@ RESCORE_FILES = ("rescore_int8.npy", "rescore_ranges.npy")
 KINDS = ("auto", "flat", "ivf", "binary")
 
 
-class IndexFolderError(ValueError):
+class IndexFolderError(UserError, ValueError):
     """An index folder that cannot be used as it is; the message names the file."""
 
 

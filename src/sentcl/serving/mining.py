@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from sentcl.embedder import DOCUMENT, QUERY, Embedder, for_role, unit_rows
+from sentcl.errors import UserError
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ QUERY_CHUNK = 4096
 NEAR_DUPLICATE_SPARE = 8
 
 
-class MiningError(ValueError):
+class MiningError(UserError, ValueError):
     """Mining settings that cannot be met (the message names the option)."""
 
 

@@ -34,6 +34,7 @@ from safetensors.torch import load_file, load_model, save_file, save_model
 from torch import nn
 
 from sentcl.atomic_write import atomic_folder, recover_folder
+from sentcl.errors import UserError
 from sentcl.training.guards import require_finite_weights
 
 MANIFEST = "manifest.json"
@@ -49,7 +50,7 @@ FILES = (
 LEGACY_FILES = ("optimizer.pt", "rng.pt")
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(UserError, RuntimeError):
     """A checkpoint that is missing, incomplete or corrupt; the message names the file."""
 
 

@@ -15,9 +15,10 @@ import torch
 from torch import nn
 
 from sentcl.embedder import EmbeddingError
+from sentcl.errors import UserError
 
 
-class TrainingError(RuntimeError):
+class TrainingError(UserError, RuntimeError):
     """A run that cannot go on; the message is one line for the user."""
 
 

@@ -1,0 +1,118 @@
+"""``sentcl encode``: a text file (one sentence per line) into a .npy matrix, in any precision
+sentence-transformers' ``quantize_embeddings`` writes, on one device or several."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+
+from sentcl.atomic_write import atomic_file, check_file_target
+from sentcl.cli.common import PICKLES, add_dtype_arguments, dimensions, inference_encoder, positive_int
+from sentcl.config import ConfigError
+from sentcl.data import read_sentences
+from sentcl.embedder import Batched, keep_prefix, unit_rows
+from sentcl.model import POOLERS
+from sentcl.model.parallel import encode_on_devices
+from sentcl.quantization import EMBEDDING_PRECISIONS, int8_ranges, quantize
+
+NAMES = ("encode",)
+
+
+def add_parser(commands) -> None:
+    p = commands.add_parser(
+        "encode", parents=[PICKLES], help="embed a text file (one sentence per line) into a .npy matrix"
+    )
+    p.add_argument("model")
+    p.add_argument("input", help="text file, one sentence per line (blank lines are skipped)")
+    p.add_argument("--out", required=True, help="output .npy file [N, D]")
+    p.add_argument("--pooler", choices=list(POOLERS))
+    p.add_argument("--normalize", action="store_true", help="L2-normalise the rows")
+    p.add_argument("--batch-size", type=positive_int, default=128)
+    p.add_argument("--overwrite", action="store_true", help="replace a file already at --out")
+    prompt = p.add_mutually_exclusive_group()
+    prompt.add_argument("--prompt-name", help="one of the model's saved prompts (e.g. query, document)")
+    prompt.add_argument("--prompt", help="a text put before every sentence")
+    p.add_argument(
+        "--precision", default="float32", choices=list(EMBEDDING_PRECISIONS),
+        help="int8/uint8: 256 buckets per dimension over calibrated ranges; binary/ubinary: 1 bit per "
+        "dimension, packed (sentence-transformers' quantize_embeddings codes)",
+    )  # fmt: skip
+    ranges = p.add_mutually_exclusive_group()
+    ranges.add_argument(
+        "--calibration", help="int8/uint8: a text file whose sentences' vectors give the ranges"
+    )
+    ranges.add_argument("--ranges", help="int8/uint8: a .npy [2, D] of ranges (--save-ranges of another run)")
+    p.add_argument("--save-ranges", metavar="FILE", help="int8/uint8: write the ranges used to this .npy")
+    add_dtype_arguments(p, default="auto", multi_device=True)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    check_file_target(args.out, "--out", args.overwrite)
+    scaled = args.precision.endswith("int8")
+    if (args.calibration or args.ranges or args.save_ranges) and not scaled:
+        raise ConfigError(
+            f"--calibration, --ranges and --save-ranges are for --precision int8/uint8, not {args.precision}"
+        )
+    if args.save_ranges:
+        check_file_target(args.save_ranges, "--save-ranges", args.overwrite)
+    sentences = [row[0] for row in read_sentences(args.input).rows]
+    given = _read_ranges(args.ranges) if args.ranges else None
+    calibration = [row[0] for row in read_sentences(args.calibration).rows] if args.calibration else None
+    devices = [d.strip() for d in args.device.split(",") if d.strip()] or ["auto"]
+    if len(devices) > 1:  # one worker process per device, each with its own copy of the model
+        pooler = args.pooler or "the model's"
+        on_devices = partial(
+            encode_on_devices, args.model, devices=devices, dtype=args.dtype, pooler=args.pooler,
+            allow_pickle=args.allow_pickle, batch_size=args.batch_size,
+        )  # fmt: skip
+
+        def encode(texts, **options):
+            return keep_prefix(on_devices(texts, **options), args.dim)
+    else:
+        args.device = devices[0]
+        encoder = inference_encoder(args)
+        pooler = encoder.pooler
+        encode = Batched(encoder, args.batch_size, dim=dimensions(args.dim, encoder.dimension)).encode
+
+    def vectors_of(texts: list[str], progress: bool) -> np.ndarray:
+        found = encode(texts, show_progress=progress, prompt_name=args.prompt_name, prompt=args.prompt)
+        # normalised after truncation: a prefix of a unit vector is not one
+        return unit_rows(found) if args.normalize else found
+
+    vectors = vectors_of(sentences, True)
+    ranges = None
+    if scaled:
+        ranges = given
+        if ranges is None:
+            ranges = int8_ranges(vectors_of(calibration, False) if calibration else vectors)
+        if calibration is None and given is None:
+            logging.getLogger("sentcl.encode").info(
+                "%s: int8 ranges from the %d vectors themselves (--calibration or --ranges to fix them)",
+                args.input, len(vectors),
+            )  # fmt: skip
+    codes = quantize(vectors, args.precision, ranges)
+    with atomic_file(Path(args.out), mode="wb") as handle:
+        np.save(handle, codes)
+    if args.save_ranges:
+        with atomic_file(Path(args.save_ranges), mode="wb") as handle:
+            np.save(handle, ranges)
+    print(
+        f"{args.out}: {codes.shape[0]} × {codes.shape[1]} {codes.dtype} ({args.precision}, pooler {pooler})"
+    )
+    return 0
+
+
+def _read_ranges(path: str) -> np.ndarray:
+    try:
+        ranges = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"--ranges {path}: not a .npy of ranges ({exc})") from None
+    if ranges.ndim != 2 or ranges.shape[0] != 2 or not np.isfinite(ranges).all():
+        raise ConfigError(
+            f"--ranges {path}: {ranges.shape} values; [2, D] finite ranges (min, max) are needed"
+        )
+    return ranges

@@ -1,0 +1,40 @@
+"""``sentcl search``: the nearest corpus sentences of a query, from a folder ``sentcl index`` wrote."""
+
+from __future__ import annotations
+
+import argparse
+
+from sentcl.cli.common import PICKLES, cosine, positive_int
+from sentcl.config import ConfigError
+from sentcl.model.inference import for_inference, load_encoder
+from sentcl.serving import SentenceIndex
+
+NAMES = ("search",)
+
+
+def add_parser(commands) -> None:
+    p = commands.add_parser("search", parents=[PICKLES], help="nearest corpus sentences of a query")
+    p.add_argument("index", help="folder written by sentcl index")
+    p.add_argument("query", nargs="+")
+    p.add_argument("-k", "--top-k", type=positive_int, default=5)
+    p.add_argument("--threshold", type=cosine, help="only hits with cosine ≥ this")
+    p.add_argument("--model", help="default: the model recorded in the index")
+    p.add_argument(
+        "--device", default="auto", help="auto (a GPU where there is one, else the CPU), cpu, cuda:N"
+    )
+
+
+def run_command(args: argparse.Namespace) -> int:
+    index = SentenceIndex.load(args.index)
+    model = args.model or index.model
+    if not model:
+        raise ConfigError(f"{args.index}: the index records no model; pass --model")
+    encoder = for_inference(load_encoder(model, allow_pickle=args.allow_pickle), "fp32", device=args.device)
+    index.check_dimension(encoder.dimension, model, args.index)
+    for query, hits in zip(
+        args.query, index.query(encoder, args.query, args.top_k, args.threshold), strict=True
+    ):
+        print(f"query: {query}")
+        for hit in hits:
+            print(f"  {hit.score:.4f}  {hit.text}")
+    return 0

@@ -24,7 +24,8 @@ query, with ``g`` the graded relevance (trec_eval's linear gain):
     MAP@100   = Σ_{r≤100, d_r relevant} precision@r / |relevant|
 
 averaged over the queries, ×100 (trec_eval's ndcg_cut.10, recip_rank on the top 10, recall.k, map_cut.100;
-tests/evaluation/test_local.py checks them against pytrec_eval). nDCG@10 is the primary metric.
+computed in evaluation/ranking.py, which tests/evaluation/test_local.py checks against pytrec_eval). nDCG@10
+is the primary metric.
 
 Every problem with a file is one :class:`LocalTaskError` naming ``file:line``; nothing is skipped silently.
 """
@@ -32,7 +33,6 @@ Every problem with a file is one :class:`LocalTaskError` naming ``file:line``; n
 from __future__ import annotations
 
 import csv
-import gzip
 import io
 import json
 import logging
@@ -46,15 +46,14 @@ from sklearn.metrics import average_precision_score
 
 from sentcl.embedder import DOCUMENT, QUERY, Embedder, for_role, unit_rows
 from sentcl.errors import UserError
+from sentcl.evaluation.ranking import DEPTH, retrieval_metrics
+from sentcl.text_files import read_text
 
 logger = logging.getLogger(__name__)
 
 #: the text columns of a pair file, tried in this order
 TEXT_COLUMNS = (("sentence1", "sentence2"), ("sent0", "sent1"), ("text1", "text2"))
 PAIR_SUFFIXES = (".csv", ".tsv", ".jsonl")
-#: the cut-offs of the retrieval metrics; the deepest is how many documents are ranked per query
-RECALL_AT = (1, 10, 100)
-DEPTH = max(RECALL_AT)
 
 
 class LocalTaskError(UserError, ValueError):
@@ -107,17 +106,7 @@ def _text(path: Path) -> str:
     """The whole file as text (a gzip decompressed); an undecodable byte is an error naming its line."""
     if not path.is_file():
         raise LocalTaskError(f"{path}: no such file")
-    raw = path.read_bytes()
-    if path.suffix == ".gz":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError) as exc:
-            raise LocalTaskError(f"{path}:1: not a valid gzip file ({exc})") from None
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise LocalTaskError(f"{path}:{line}: undecodable byte (the file must be UTF-8)") from None
+    return read_text(path, LocalTaskError)
 
 
 def _json_lines(path: Path):
@@ -392,30 +381,6 @@ def rank(
             top_scores = np.take_along_axis(top_scores, keep, axis=1)
         best[start : start + len(q)] = top_rows
     return best
-
-
-def retrieval_metrics(ranked: np.ndarray, relevant: list[dict[int, float]]) -> dict[str, float]:
-    """The metrics of the module docstring from each query's ranked rows and graded relevant rows."""
-    discounts = 1.0 / np.log2(np.arange(2, DEPTH + 2))
-    ndcg, mrr, average_precision = [], [], []
-    recall: dict[int, list[float]] = {k: [] for k in RECALL_AT}
-    for rows, grades in zip(ranked, relevant, strict=True):
-        gains = np.array([grades.get(int(row), 0.0) for row in rows[:DEPTH]])
-        hits = gains > 0
-        ideal = np.sort(np.fromiter(grades.values(), dtype=np.float64))[::-1][:10]
-        ndcg.append(
-            float((gains[:10] * discounts[: len(gains[:10])]).sum() / (ideal * discounts[: len(ideal)]).sum())
-        )
-        first = np.flatnonzero(hits[:10])
-        mrr.append(1.0 / (first[0] + 1) if len(first) else 0.0)
-        for k in RECALL_AT:
-            recall[k].append(float(hits[:k].sum()) / len(grades))
-        precision_at_hits = np.cumsum(hits) / np.arange(1, len(hits) + 1)
-        average_precision.append(float(precision_at_hits[hits].sum()) / len(grades))
-    metrics = {"ndcg@10": float(np.mean(ndcg)), "mrr@10": float(np.mean(mrr))}
-    metrics |= {f"recall@{k}": float(np.mean(values)) for k, values in recall.items()}
-    metrics[f"map@{DEPTH}"] = float(np.mean(average_precision))
-    return {key: 100 * value for key, value in metrics.items()}
 
 
 # --------------------------------------------------------------------------------------------- evaluators

@@ -9,7 +9,8 @@ by cosine similarity, per query:
     MRR@10  = 1 / rank of the first relevant document in the top 10 (0 when none is)
     Recall@k = |R ∩ top k| / |R|
 
-averaged over the queries, ×100; nDCG@10 is the primary metric. Binary relevance, as BEIR's qrels.
+averaged over the queries, ×100 (evaluation/ranking.py, the metrics every retrieval task shares); nDCG@10 is
+the primary metric. Binary relevance, as BEIR's qrels.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from sentcl.embedder import DOCUMENT, QUERY, Embedder, for_role, unit_rows
+from sentcl.evaluation.ranking import retrieval_metrics
 from sentcl.evaluation.sts_data import load_task
 
 #: the cut-offs reported
@@ -58,22 +60,9 @@ class RetrievalEvaluator:
         scores = query_vectors @ vectors.T  # [Q, C]
         scores[np.arange(len(queries)), [row[q] for q in queries]] = -np.inf  # a query does not find itself
         top = np.argsort(-scores, axis=1, kind="stable")[:, : max(10, *CUTOFFS)]
-        ndcg, mrr, recall = [], [], {k: [] for k in CUTOFFS}
-        discounts = 1.0 / np.log2(np.arange(2, 12))
-        for q, ranked in zip(queries, top, strict=True):
-            relevant = {row[d] for d in self.relevant[q]}
-            hits = np.array([doc in relevant for doc in ranked[:10]], dtype=np.float64)
-            ideal = discounts[: min(len(relevant), 10)].sum()
-            ndcg.append(float((hits * discounts).sum() / ideal))
-            first = np.flatnonzero(hits)
-            mrr.append(1.0 / (first[0] + 1) if len(first) else 0.0)
-            for k in CUTOFFS:
-                recall[k].append(len(relevant & set(ranked[:k].tolist())) / len(relevant))
-        metrics = {
-            f"{self.name}_ndcg@10": 100 * float(np.mean(ndcg)),
-            f"{self.name}_mrr@10": 100 * float(np.mean(mrr)),
-        }
-        metrics |= {f"{self.name}_recall@{k}": 100 * float(np.mean(values)) for k, values in recall.items()}
+        relevant = [dict.fromkeys((row[d] for d in self.relevant[q]), 1.0) for q in queries]
+        found = retrieval_metrics(top, relevant, recall_at=CUTOFFS, map_depth=None)
+        metrics = {f"{self.name}_{key}": value for key, value in found.items()}
         self.last = metrics
         return metrics
 

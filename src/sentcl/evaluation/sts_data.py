@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from sentcl.errors import UserError
+from sentcl.text_files import read_text
 
 STS_YEARS = {
     "STS12": ("2012", ["MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"]),
@@ -63,13 +64,7 @@ def _normalise(text: str) -> str:
 
 
 def _read_lines(path: Path) -> list[str]:
-    raw = path.read_bytes()
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise STSDataError(f"{path}:{line}: undecodable byte (the file must be UTF-8)") from None
-    return text.splitlines()
+    return read_text(path, STSDataError).splitlines()
 
 
 #: the gold scale of each format: STS 0–5, SICK relatedness 1–5

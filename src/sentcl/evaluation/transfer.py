@@ -24,6 +24,7 @@ from sentcl.embedder import CachedEmbedder, Embedder
 from sentcl.errors import UserError
 from sentcl.evaluation.senteval_protocols import PROTOCOLS, SEED, ProbeConfig, inner_kfold, kfold, split
 from sentcl.evaluation.sts import TaskSpecError
+from sentcl.text_files import read_text
 
 TRANSFER_TASKS = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")
 _BINARY_FILES = {
@@ -60,11 +61,7 @@ def _open_text(path: Path, encoding: str) -> list[str]:
         raw = gzip.decompress(path.with_name(path.name + ".gz").read_bytes())
     else:
         raise FileNotFoundError(str(path))
-    try:
-        return raw.decode(encoding).splitlines()
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise TransferDataError(f"{path}:{line}: undecodable byte for {encoding}") from None
+    return read_text(path, TransferDataError, encoding, raw=raw).splitlines()
 
 
 def _tokens(text: str) -> str:

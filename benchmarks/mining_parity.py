@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from sentcl.model import SentenceEncoder
-from sentcl.serving.mining import MiningOptions, mine
+from sentcl.search.mining import MiningOptions, mine
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 GRID = [

@@ -31,8 +31,8 @@ from sentcl.evaluation.data_dir import resolve_data_dir
 from sentcl.evaluation.local import read_retrieval
 from sentcl.evaluation.ranking import retrieval_metrics
 from sentcl.model import SentenceEncoder
-from sentcl.quantization import bytes_per_vector, quantize
-from sentcl.serving import SentenceIndex
+from sentcl.search import SentenceIndex
+from sentcl.search.quantization import bytes_per_vector, quantize
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 

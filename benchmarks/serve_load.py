@@ -144,7 +144,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from sentcl.model import SentenceEncoder
-    from sentcl.serving import SentenceIndex
+    from sentcl.search import SentenceIndex
 
     with tempfile.TemporaryDirectory() as tmp:
         corpus = read_corpus(args.corpus, args.corpus_size)

@@ -31,7 +31,7 @@ import torch
 
 from sentcl.embedder import prompt_text, unit_rows
 from sentcl.errors import UserError
-from sentcl.quantization import EMBEDDING_PRECISIONS, quantize
+from sentcl.search.quantization import EMBEDDING_PRECISIONS, quantize
 
 SIMILARITY_FUNCTIONS = ("cosine", "dot", "euclidean", "manhattan")
 

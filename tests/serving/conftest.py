@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from sentcl.model import SentenceEncoder
-from sentcl.serving import SentenceIndex
+from sentcl.search import SentenceIndex
 from tests.conftest import SENTENCES
 
 

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from sentcl.model import SentenceEncoder
-from sentcl.serving import SentenceIndex
+from sentcl.search import SentenceIndex
 from sentcl.serving.server import ServerLimits
 from tests.conftest import SENTENCES
 from tests.serving.conftest import start_server

@@ -5,7 +5,7 @@ import numpy as np
 from fastapi.testclient import TestClient
 
 from sentcl.embedder import unit_rows
-from sentcl.serving import SentenceIndex
+from sentcl.search import SentenceIndex
 from sentcl.serving.server import create_app
 
 PROMPTS = {"query": "q: ", "document": "d: "}

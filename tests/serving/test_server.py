@@ -59,7 +59,7 @@ def test_similarity_matches_the_encoder(served):
 
 
 def test_search_matches_the_index(served):
-    from sentcl.serving import SentenceIndex
+    from sentcl.search import SentenceIndex
 
     index = SentenceIndex.load(served.index_dir)
     query = "a dog runs in the park"

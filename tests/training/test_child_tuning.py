@@ -58,7 +58,7 @@ def test_d_keeps_the_top_fisher_share_against_a_naive_reference():
 
 def test_d_leaves_no_gradient_of_any_trained_part_for_the_first_step(tmp_path, tiny_model_dir, monkeypatch):
     """The Fisher passes reach the MLP head too: its gradients must not be added to step 1."""
-    import sentcl.training.engine as loop_module
+    import sentcl.training.steps as loop_module
 
     calls, seen = [], []
     real = loop_module.forward_backward

@@ -9,7 +9,7 @@ from sentence_transformers import SentenceTransformer
 from sentcl.cli.main import main
 from sentcl.training import train
 from sentcl.training.model_card import read_card_data
-from tests.training.test_loop import recipe, wiki_file  # noqa: F401 - the fixture
+from tests.training.test_contrastive import recipe, wiki_file  # noqa: F401 - the fixture
 
 
 def test_a_trained_model_carries_its_card(tmp_path, tiny_model_dir, wiki_file, stsb_data_dir):  # noqa: F811

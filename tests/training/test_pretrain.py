@@ -84,7 +84,7 @@ def test_from_scratch_learns_and_saves_a_loadable_masked_lm(tmp_path, corpus, ti
 
 
 def test_continues_a_checkpoint_and_resumes_bit_identically(tmp_path, corpus, tiny_model_dir, monkeypatch):
-    import sentcl.training.engine as loop_module
+    import sentcl.training.steps as loop_module
 
     model = {"name_or_path": str(tiny_model_dir)}  # a BertModel without MLM head: a fresh one is added
     straight = pretrain(

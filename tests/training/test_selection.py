@@ -8,7 +8,7 @@ from sentcl.data import Records
 from sentcl.training import recipe_from_dict, train
 from sentcl.training.selection import Selection, hold_out, selection
 from tests.conftest import SENTENCES
-from tests.training.test_loop import OBJECTIVES, ease_rows
+from tests.training.test_contrastive import OBJECTIVES, ease_rows
 
 
 def records(n):
@@ -67,7 +67,7 @@ def config(tiny_model_dir, train_file, folder, objective=None, data=None, **trai
 def test_label_free_run_needs_no_sts_data_and_keeps_the_lowest_align_uniform(
     tmp_path, tiny_model_dir, wiki_file, monkeypatch
 ):
-    import sentcl.training.loop as loop_module
+    import sentcl.training.contrastive as loop_module
 
     seen = []
     real_build = loop_module.build_dataset

@@ -12,7 +12,7 @@ import pytest
 from sentcl.config import ConfigError
 from sentcl.training import train
 from sentcl.training.trackers import check_trackers, flatten
-from tests.training.test_loop import recipe, wiki_file  # noqa: F401 - the fixture
+from tests.training.test_contrastive import recipe, wiki_file  # noqa: F401 - the fixture
 
 
 def test_tensorboard_holds_every_logged_scalar(tmp_path, tiny_model_dir, wiki_file, stsb_data_dir):  # noqa: F811

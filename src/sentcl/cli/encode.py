@@ -17,7 +17,7 @@ from sentcl.data import read_sentences
 from sentcl.embedder import Batched, keep_prefix, unit_rows
 from sentcl.model import POOLERS
 from sentcl.model.parallel import encode_on_devices
-from sentcl.quantization import EMBEDDING_PRECISIONS, int8_ranges, quantize
+from sentcl.search.quantization import EMBEDDING_PRECISIONS, int8_ranges, quantize
 
 NAMES = ("encode",)
 

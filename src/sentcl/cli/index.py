@@ -15,7 +15,7 @@ from sentcl.cli.common import (
 from sentcl.data import read_sentences
 from sentcl.embedder import Batched
 from sentcl.model import POOLERS
-from sentcl.serving import SentenceIndex
+from sentcl.search import SentenceIndex
 
 NAMES = ("index",)
 

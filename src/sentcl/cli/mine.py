@@ -14,7 +14,7 @@ from sentcl.data import DataError, read_records, read_sentences
 from sentcl.data.writers import check_triplet_target, write_triplets
 from sentcl.embedder import Batched
 from sentcl.model import POOLERS
-from sentcl.serving.mining import MiningError, MiningOptions, mine
+from sentcl.search.mining import MiningError, MiningOptions, mine
 
 NAMES = ("mine",)
 

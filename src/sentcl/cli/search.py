@@ -7,7 +7,7 @@ import argparse
 from sentcl.cli.common import PICKLES, cosine, positive_int
 from sentcl.config import ConfigError
 from sentcl.model.inference import for_inference, load_encoder
-from sentcl.serving import SentenceIndex
+from sentcl.search import SentenceIndex
 
 NAMES = ("search",)
 

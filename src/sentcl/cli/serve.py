@@ -9,7 +9,7 @@ from sentcl.cli.common import PICKLES, add_dtype_arguments, inference_encoder, p
 from sentcl.embedder import Batched
 from sentcl.extras import require
 from sentcl.model import POOLERS
-from sentcl.serving import SentenceIndex
+from sentcl.search import SentenceIndex
 
 NAMES = ("serve",)
 logger = logging.getLogger("sentcl.serve")

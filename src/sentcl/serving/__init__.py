@@ -1,6 +1,7 @@
-"""Using trained models: a faiss index over a corpus; the HTTP API and page live in ``sentcl.serving.server``
-(imported on demand, so the index does not pull in the web stack)."""
+"""Serving trained models: the HTTP API and its page (``sentcl.serving.server``, imported on demand so that
+nothing else pulls in the web stack), its admission control and connection limits. The index it searches is
+``sentcl.search``; ``SentenceIndex`` is also importable from here, where it lived before."""
 
-from sentcl.serving.index import Hit, IndexFolderError, SentenceIndex
+from sentcl.search.index import Hit, IndexFolderError, SentenceIndex
 
 __all__ = ["Hit", "IndexFolderError", "SentenceIndex"]

@@ -39,6 +39,7 @@ from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from sentcl.embedder import QUERY, Embedder, EmbeddingError, require_finite, unit_rows
+from sentcl.search.index import SentenceIndex
 from sentcl.serving.admission import Admission, BusyError
 from sentcl.serving.api import (
     MODEL_RESPONSES,
@@ -52,7 +53,6 @@ from sentcl.serving.api import (
     request_models,
 )
 from sentcl.serving.connections import RateLimitedLog, fit_open_file_limit, protocol_class
-from sentcl.serving.index import SentenceIndex
 
 logger = logging.getLogger(__name__)
 

@@ -1,8 +1,8 @@
 """Training: recipes, optimiser and schedule, the loop."""
 
 from sentcl.training.checkpoint import CheckpointError
+from sentcl.training.contrastive import TrainResult, summarise, train
 from sentcl.training.guards import TrainingError
-from sentcl.training.loop import TrainResult, summarise, train
 from sentcl.training.recipe import LoopConfig, TrainConfig, load_recipe, recipe_from_dict
 
 __all__ = [

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sentcl.training.loop import summarise, train
+from sentcl.training.contrastive import summarise, train
 from sentcl.training.pretrain import load_pretrain_recipe, pretrain, summarise_pretraining
 from sentcl.training.recipe import load_recipe, replace_training
 

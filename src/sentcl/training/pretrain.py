@@ -41,11 +41,11 @@ from sentcl.embedder import CachedEmbedder
 from sentcl.model import ModelLoadError, SentenceEncoder, split_mlm_model, use_fast_dropout
 from sentcl.model.backbone import check_positions, resolve_model_path
 from sentcl.objectives.mlm import MaskedLM, MaskedLMConfig
-from sentcl.training.engine import Steps, autocast_context, run_steps
 from sentcl.training.guards import finite_evaluation, require_finite_metric, require_finite_weights
 from sentcl.training.model_card import write_pretrained_card
 from sentcl.training.recipe import RunConfig
 from sentcl.training.run import finish_run, open_run, running, task_evaluator
+from sentcl.training.steps import Steps, autocast_context, run_steps
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from sentcl import finite_json
 from sentcl.atomic_write import atomic_file
-from sentcl.training.loop import TrainResult, train
+from sentcl.training.contrastive import TrainResult, train
 from sentcl.training.recipe import TrainConfig
 
 

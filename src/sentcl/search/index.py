@@ -4,7 +4,7 @@
 (IndexIVFFlat) and visits ``nprobe`` of them per query — approximate, much faster on large corpora.
 ``auto`` picks flat below 100,000 sentences. ``binary`` keeps one bit per dimension in memory
 (IndexBinaryFlat, 32× less than float32): the ``rescore`` × top_k nearest by Hamming distance are rescored
-with the float query against int8 codes of the documents (sentcl/quantization.py), read from a memory-mapped
+with the float query against int8 codes of the documents (search/quantization.py), read from a memory-mapped
 file, as sentence-transformers' binary + int8 rescoring recipe. A saved index folder holds the faiss index,
 the corpus texts (one JSON string per line), for ``binary`` the int8 codes and their ranges, and
 ``index.json`` (kind, size, dimension, the model that embedded it).
@@ -27,7 +27,7 @@ from sentcl.atomic_write import atomic_folder
 from sentcl.embedder import DOCUMENT, QUERY, Embedder, for_role, require_finite
 from sentcl.errors import UserError
 from sentcl.extras import require
-from sentcl.quantization import dequantize_int8, int8_ranges, quantize
+from sentcl.search.quantization import dequantize_int8, int8_ranges, quantize
 
 if TYPE_CHECKING:
     import faiss

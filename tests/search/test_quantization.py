@@ -6,8 +6,8 @@ import pytest
 from sentence_transformers.util.quantization import quantize_embeddings
 
 from sentcl.cli.main import main
-from sentcl.quantization import QuantizationError, dequantize_int8, int8_ranges, quantize
-from sentcl.serving import IndexFolderError, SentenceIndex
+from sentcl.search import IndexFolderError, SentenceIndex
+from sentcl.search.quantization import QuantizationError, dequantize_int8, int8_ranges, quantize
 from tests.conftest import SENTENCES
 
 

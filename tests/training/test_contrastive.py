@@ -179,7 +179,7 @@ def ease_rows(path, sentences):
 def test_every_objective_trains_checkpoints_and_resumes_exactly(
     tmp_path, tiny_model_dir, wiki_file, method, monkeypatch
 ):
-    import sentcl.training.engine as loop_module
+    import sentcl.training.steps as loop_module
 
     objective, data, *extra = OBJECTIVES[method]
     if extra[1:] == ["ease"]:
@@ -288,7 +288,7 @@ def test_a_diverged_run_saves_nothing_and_stops_with_one_line(
 def test_what_was_saved_before_a_divergence_is_untouched(
     tmp_path, tiny_model_dir, wiki_file, stsb_data_dir, monkeypatch
 ):
-    import sentcl.training.engine as loop_module
+    import sentcl.training.steps as loop_module
 
     run = tmp_path / "run"
     train(
@@ -370,7 +370,7 @@ def test_autocast_auto_says_which_precision_and_why(
     from sentcl import precision
     from sentcl.hardware import detect
 
-    with caplog.at_level(logging.INFO, logger="sentcl.training.engine"):
+    with caplog.at_level(logging.INFO, logger="sentcl.training.steps"):
         train(
             recipe(
                 tiny_model_dir,

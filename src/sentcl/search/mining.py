@@ -1,5 +1,5 @@
 """Hard-negative mining for (anchor, positive) pairs under sentence-transformers' ``mine_hard_negatives``
-rules and option names (tests/serving/test_mining.py agrees with it on identical vectors):
+rules and option names (tests/search/test_mining.py agrees with it on identical vectors):
 
 1. The candidates are the distinct texts of ``corpus`` then the positives; the queries are the distinct
    anchors. Every candidate is encoded with the model's ``document`` prompt, every anchor with its ``query``

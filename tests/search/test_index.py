@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from sentcl.model import SentenceEncoder
-from sentcl.serving import IndexFolderError, SentenceIndex
+from sentcl.search import IndexFolderError, SentenceIndex
 from tests.conftest import SENTENCES
 
 

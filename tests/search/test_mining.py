@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from sentcl.cli.main import main
-from sentcl.serving.mining import MiningError, MiningOptions, mine
+from sentcl.search.mining import MiningError, MiningOptions, mine
 from tests.conftest import SENTENCES
 
 

@@ -2,7 +2,7 @@
 streamed or in memory, held-out examples for label-free selection), the encoder and the objective, the
 evaluation (the task's primary metric, the geometry probe) and what is kept (``model/``, the best
 evaluated checkpoint by ``training.select_by``, SimCSE's policy; the final model when evaluation is off,
-with its model card). The step loop is engine.py's, the lifecycle run.py's.
+with its model card). The step loop is steps.py's, the lifecycle run.py's.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from sentcl.objectives import REGISTRY, build_objective
 from sentcl.training import distributed
 from sentcl.training.checkpoint import LoopState
 from sentcl.training.child_tuning import ChildTuning
-from sentcl.training.engine import Steps, run_steps
 from sentcl.training.gradcache import chunkable
 from sentcl.training.guards import (
     finite_evaluation,
@@ -38,6 +37,7 @@ from sentcl.training.model_card import card_data, write_model_card
 from sentcl.training.recipe import TrainConfig, recipe_from_dict
 from sentcl.training.run import finish_run, open_run, running, task_evaluator
 from sentcl.training.selection import HeldOutProbe, hold_out, selection
+from sentcl.training.steps import Steps, run_steps
 
 logger = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """Embedding quantization: fewer bytes per vector, as sentence-transformers' ``quantize_embeddings`` makes
-them (tests/test_quantization.py checks the codes are identical).
+them (tests/search/test_quantization.py checks the codes are identical).
 
 * ``int8`` / ``uint8``: each dimension's calibrated range [min, max] cut into 256 buckets, a vector's value
   replaced by its bucket (``floor((x − min) / step)``, clipped; int8 is the bucket − 128). 4× smaller than
@@ -7,7 +7,7 @@ them (tests/test_quantization.py checks the codes are identical).
   being quantized.
 * ``ubinary`` / ``binary``: one bit per dimension, ``x > 0``, packed 8 to a byte (binary is the byte − 128
   as int8). 32× smaller; compared by Hamming distance, and rescored with the float query against int8 codes
-  (serving/index.py, kind ``binary``).
+  (search/index.py, kind ``binary``).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ def test_f_keeps_a_p_share_of_gradient_elements_rescaled_by_one_over_p():
     layer = nn.Linear(200, 100)
     child = ChildTuning(ChildTuningConfig(mode="F", reserve=0.3, scope="backbone"), layer)
     layer.weight.grad = torch.ones_like(layer.weight)
-    child.apply(step=1)
+    child.mask_gradients(step=1)
     grad = layer.weight.grad
     values = grad.unique().tolist()
     assert len(values) == 2 and values[0] == 0.0 and values[1] == pytest.approx(1 / 0.3)
@@ -21,7 +21,7 @@ def test_f_keeps_a_p_share_of_gradient_elements_rescaled_by_one_over_p():
     total = torch.zeros_like(layer.weight)
     for step in range(2, 202):  # unbiased: the mean of many masked gradients is the gradient
         layer.weight.grad = torch.full_like(layer.weight, 2.0)
-        child.apply(step)
+        child.mask_gradients(step)
         total += layer.weight.grad
     assert (total / 200).mean().item() == pytest.approx(2.0, abs=0.02)
 
@@ -50,7 +50,7 @@ def test_d_keeps_the_top_fisher_share_against_a_naive_reference():
     assert all(p.grad is None for p in model.parameters())  # estimation leaves no gradient behind
     for p in model.parameters():
         p.grad = torch.ones_like(p)
-    child.apply(step=1)
+    child.mask_gradients(step=1)
     assert torch.equal(
         torch.cat([p.grad.flatten() for p in model.parameters()]) != 0, flat >= flat[list(top)].min()
     )
@@ -150,7 +150,7 @@ def test_f_masks_depend_on_the_seed_and_step_only():
         layer.weight.grad = torch.ones_like(layer.weight)
         layer.bias.grad = torch.ones_like(layer.bias)
         torch.manual_seed(step * 13)  # the global RNG plays no part
-        child.apply(step)
+        child.mask_gradients(step)
         return layer.weight.grad != 0
 
     assert torch.equal(mask(3), mask(3)) and not torch.equal(mask(3), mask(4))

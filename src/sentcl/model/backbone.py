@@ -13,6 +13,7 @@ import importlib
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors import SafetensorError
@@ -225,7 +226,8 @@ def check_loaded(name: str, model: PreTrainedModel, tokenizer, loading: dict) ->
             raise ModelLoadError(
                 f"{name}: the weight {key} holds NaN or infinite values; the model is broken"
             )
-    rows = model.get_input_embeddings().num_embeddings if model.get_input_embeddings() is not None else None
+    embeddings: Any = model.get_input_embeddings()
+    rows = embeddings.num_embeddings if embeddings is not None else None
     if rows is not None and len(tokenizer) > rows:
         raise ModelLoadError(
             f"{name}: the tokenizer has {len(tokenizer)} tokens but the model embeds only {rows}; they do "

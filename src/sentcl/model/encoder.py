@@ -28,6 +28,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
+from transformers import PreTrainedModel
 
 from sentcl import precision
 from sentcl.atomic_write import atomic_folder
@@ -117,9 +118,11 @@ class ModelConfig:
 
 
 class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
+    backbone: PreTrainedModel
+
     def __init__(
         self,
-        backbone: nn.Module,
+        backbone: PreTrainedModel,
         tokenizer,
         pooler: str = TRAINING_DEFAULT,
         head: MLPHead | None = None,
@@ -309,7 +312,7 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
     @torch.no_grad()
     def follow(self, source: SentenceEncoder, momentum: float) -> None:
         """θ ← m·θ + (1 − m)·θ_source, parameter by parameter (the two share one architecture)."""
-        mine = list(self.parameters())
+        mine: list[torch.Tensor] = list(self.parameters())
         theirs = [p.detach() for p in source.parameters()]
         torch._foreach_mul_(mine, momentum)
         torch._foreach_add_(mine, theirs, alpha=1 - momentum)

@@ -8,10 +8,11 @@ skips it. This flag lives here and nowhere else.
 from __future__ import annotations
 
 import logging
+from typing import cast
 
 import torch
 from torch import nn
-from transformers import AutoModelForMaskedLM
+from transformers import AutoModelForMaskedLM, PreTrainedModel
 
 from sentcl.model.backbone import ModelLoadError, resolve_model_path
 
@@ -35,20 +36,20 @@ class MLPHead(nn.Module):
         return not self.train_only
 
 
-def split_mlm_model(full: nn.Module, source: str) -> tuple[nn.Module, nn.Module]:
+def split_mlm_model(full: PreTrainedModel, source: str) -> tuple[PreTrainedModel, nn.Module]:
     """(backbone, MLM head) of an ``AutoModelForMaskedLM`` model, e.g. (``bert``, ``cls``)."""
     prefix = full.base_model_prefix
     heads = [module for name, module in full.named_children() if name != prefix]
     if len(heads) != 1:
         raise ModelLoadError(f"{source}: cannot tell the MLM head apart from the backbone")
-    return full.base_model, heads[0]
+    return cast(PreTrainedModel, full.base_model), heads[0]
 
 
-def build_mlm_head(backbone: nn.Module, source: str | None = None) -> nn.Module:
+def build_mlm_head(backbone: PreTrainedModel, source: str | None = None) -> nn.Module:
     """The checkpoint's MLM head (the backbone's own, e.g. BERT's ``cls.predictions`` or RoBERTa's
     ``lm_head``; fresh of the same architecture where the checkpoint has none, e.g. all-MiniLM-L6-v2),
     its decoder tied to ``backbone``'s input embeddings, as in BERT."""
-    source = resolve_model_path(source or backbone.name_or_path)
+    source = resolve_model_path(source or backbone.name_or_path or "")
     try:
         full, info = AutoModelForMaskedLM.from_pretrained(source, output_loading_info=True)
     except (OSError, ValueError) as exc:
@@ -57,5 +58,6 @@ def build_mlm_head(backbone: nn.Module, source: str | None = None) -> nn.Module:
     fresh = any(not key.startswith(full.base_model_prefix) for key in info["missing_keys"])
     logger.info("MLM head: %s", "fresh (the checkpoint has none)" if fresh else "the checkpoint's own")
     decoder = full.get_output_embeddings()
+    assert decoder is not None  # a masked-LM model has an output embedding
     decoder.weight = backbone.get_input_embeddings().weight
     return head.to(next(backbone.parameters()).device)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import torch
 from safetensors import SafetensorError
@@ -212,7 +213,7 @@ def check_chain(modules: list[OutputModule] | nn.ModuleList, hidden_size: int, w
 def write_modules(folder: Path, modules: list[OutputModule] | nn.ModuleList, first_index: int) -> list[dict]:
     """Each module's folder under ``folder``, numbered from ``first_index``; the modules.json rows."""
     rows = []
-    for index, module in enumerate(modules, start=first_index):
+    for index, module in enumerate(cast(list[OutputModule], list(modules)), start=first_index):
         name = f"{index}_{module.kind}"
         module.write(folder / name)
         rows.append(

@@ -72,6 +72,7 @@ def export_onnx(encoder, folder: str | Path, int8: bool = False, overwrite: bool
                     output_names=["embeddings"], dynamic_shapes=shapes, opset_version=OPSET, dynamo=True,
                     external_data=False, verbose=False,
                 )  # fmt: skip
+                assert program is not None  # dynamo=True returns the program
                 program.save(str(graph))
             if int8:
                 quantization = require("onnxruntime.quantization", "onnx", "int8 export")
@@ -206,7 +207,7 @@ def _check_meta(meta, path: Path) -> None:
         raise ModelLoadError(f"{path}: expected a JSON object")
     for key, kind in (("pooler", str), ("dimension", int), ("max_seq_length", int), ("precision", str)):
         value = meta.get(key)
-        if not isinstance(value, kind) or isinstance(value, bool) or (kind is int and value < 1):
+        if not isinstance(value, kind) or isinstance(value, bool) or (isinstance(value, int) and value < 1):
             raise ModelLoadError(f"{path}: {key} is {value!r}, not a valid {kind.__name__}")
     named = meta.get("similarity_fn_name")
     if named not in (None, *SIMILARITY_FUNCTIONS):

@@ -20,7 +20,9 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+from collections.abc import Hashable
 from dataclasses import dataclass
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -93,7 +95,7 @@ AttentionInterface.register(ATTENTION_NAME, packed_attention)
 
 
 @functools.cache
-def _takes_token_types(backbone_class: type) -> bool:
+def _takes_token_types(backbone_class: Any) -> bool:
     """Whether the backbone's forward has ``token_type_ids`` (checked once per class, not per step)."""
     return "token_type_ids" in inspect.signature(backbone_class.forward).parameters
 
@@ -110,8 +112,12 @@ def _pass(
     layout = PackedLayout(real.nonzero().squeeze(1), rows, length)
     positions = (attention_mask.long().cumsum(1) - 1 + first_position).reshape(-1)[layout.index]
     ids = input_ids.reshape(-1)[layout.index]
-    extra = {"token_type_ids": torch.zeros_like(ids)[None]} if _takes_token_types(type(backbone)) else {}
-    config = backbone.config
+    extra = (
+        {"token_type_ids": torch.zeros_like(ids)[None]}
+        if _takes_token_types(cast(Hashable, type(backbone)))
+        else {}
+    )
+    config: Any = backbone.config
     previous = config._attn_implementation
     config._attn_implementation = ATTENTION_NAME
     try:
@@ -152,7 +158,8 @@ def _probe(backbone: nn.Module) -> int | None:
             expected = [s * mask[..., None] for s in reference.hidden_states]
             for first in candidates:
                 try:
-                    _, states = _pass(backbone, ids, mask, True, first)
+                    _, found = _pass(backbone, ids, mask, True, first)
+                    states = found or ()
                 except Exception as exc:  # an architecture the packed pass cannot drive
                     logger.debug("packed pass refused by %s: %s", type(backbone).__name__, exc)
                     return None

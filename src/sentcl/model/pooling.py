@@ -95,4 +95,4 @@ def from_sentence_transformers(config: dict) -> str | None:
     if mode is None:
         flags = {"mean": "pooling_mode_mean_tokens", "cls": "pooling_mode_cls_token"}
         mode = next((m for m, key in flags.items() if config.get(key)), None)
-    return FROM_SENTENCE_TRANSFORMERS.get(mode)
+    return FROM_SENTENCE_TRANSFORMERS.get(mode) if isinstance(mode, str) else None

@@ -17,7 +17,7 @@ from sentcl.objectives.sg_opt import SelfGuided, SGConfig
 from sentcl.objectives.tacl import TaCL, TaCLConfig
 from sentcl.objectives.vascl import VaSCL, VaSCLConfig
 
-REGISTRY: dict[str, tuple[type, type]] = {
+REGISTRY: dict[str, tuple[type[Objective], type[ObjectiveConfig]]] = {
     "simcse": (InfoNCE, InfoNCEConfig),
     "nt_xent": (NTXent, NTXentConfig),
     "moco": (MoCo, MoCoConfig),

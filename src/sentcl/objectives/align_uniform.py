@@ -49,6 +49,7 @@ def uniform_loss(x: torch.Tensor, t: float = 2.0) -> torch.Tensor:
 
 
 class AlignUniform(ContrastiveObjective):
+    config: AlignUniformConfig
     paper = (
         "Wang & Isola, Understanding Contrastive Representation Learning through Alignment and "
         "Uniformity on the Hypersphere, ICML 2020"

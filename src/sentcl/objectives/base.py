@@ -23,20 +23,18 @@ pass and sets its own default.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 from torch import nn
 
 from sentcl.config import ConfigError
+from sentcl.objectives.matryoshka import matryoshka_loss
+from sentcl.objectives.output import ObjectiveOutput
 from sentcl.objectives.similarity import full
 
-
-@dataclass
-class ObjectiveOutput:
-    loss: torch.Tensor  # scalar, what the optimiser minimises
-    #: named parts of the loss, logged separately (detached copies are fine)
-    terms: dict[str, torch.Tensor] = field(default_factory=dict)
+if TYPE_CHECKING:
+    from sentcl.model import SentenceEncoder
 
 
 @dataclass
@@ -89,7 +87,12 @@ class Objective(nn.Module):
     #: why the objective cannot train embedding prefixes (objectives/matryoshka.py); None: it can
     matryoshka_refusal: ClassVar[str | None] = "is not a loss on sentence embeddings"
 
-    def __init__(self, config: ObjectiveConfig, encoder: nn.Module | None = None):
+    config: ObjectiveConfig
+    encoder: SentenceEncoder | None
+
+    def __init__(self, config: ObjectiveConfig, encoder: SentenceEncoder | None = None, data=None):
+        """``data``: the training dataset, for objectives whose tables come from it (EASE's entities);
+        the others leave it."""
         super().__init__()
         self.encoder = encoder  # registered first: its parameters lead the optimiser's groups
         self.config = config
@@ -104,7 +107,7 @@ class Objective(nn.Module):
     def forward(self, batch) -> ObjectiveOutput:  # pragma: no cover - interface
         raise NotImplementedError
 
-    def require_encoder(self) -> nn.Module:
+    def require_encoder(self) -> SentenceEncoder:
         if self.encoder is None:
             raise ValueError(f"{type(self).__name__} needs the encoder: build it with encoder=")
         return self.encoder
@@ -124,6 +127,7 @@ class ContrastiveObjective(Objective):
     ``matryoshka_refusal`` (or ``refuses_matryoshka``), and the constructor refuses the key."""
 
     matryoshka_refusal: ClassVar[str | None] = None  # a loss on embeddings takes prefixes unless it says
+    config: ContrastiveConfig
 
     def forward(self, batch) -> ObjectiveOutput:
         return self.embedding_loss(self.require_encoder().embed(batch), batch)
@@ -131,8 +135,6 @@ class ContrastiveObjective(Objective):
     def embedding_loss(self, embeddings: torch.Tensor, batch=None) -> ObjectiveOutput:
         """``loss_from_embeddings`` on the full embeddings, or wrapped by Matryoshka over the prefixes of
         ``matryoshka_dims`` (objectives/matryoshka.py)."""
-        from sentcl.objectives.matryoshka import matryoshka_loss
-
         embeddings = full(embeddings)  # the loss in fp32 at least (an MLP head under autocast gives bf16)
         dims = getattr(self.config, "matryoshka_dims", None)
         if not dims:

@@ -31,7 +31,7 @@ same λ, default 1).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 import torch
 import torch.nn.functional as F
@@ -79,6 +79,7 @@ def reference_contrast(anchor, synonym, antonym) -> torch.Tensor:
 
 
 class CLINE(MaskedLMObjective):
+    config: CLINEConfig
     paper = (
         "Wang et al., CLINE: Contrastive Learning with Semantic Negative Examples for Natural "
         "Language Understanding, ACL 2021"
@@ -89,6 +90,7 @@ class CLINE(MaskedLMObjective):
         if data is not None and not isinstance(data, WordNetViewsDataset):
             raise ConfigError("data.augment: CLINE trains on WordNet views; set it to wordnet")
         dimension = self.require_encoder().hidden_size
+        self.detector: nn.Module
         if self.config.variant == "reference":  # LecbertTECHead: 3 classes; learned loss weights s_k
             self.detector = nn.Sequential(
                 nn.Linear(dimension, dimension), nn.GELU(), nn.LayerNorm(dimension), nn.Linear(dimension, 3)
@@ -96,7 +98,7 @@ class CLINE(MaskedLMObjective):
             self.log_vars = nn.Parameter(torch.zeros(3))
         else:
             self.detector = nn.Linear(dimension, 1)
-        self.head = encoder.masked_lm_head() if self.config.mlm_weight > 0 else None
+        self.head = self.require_encoder().masked_lm_head() if self.config.mlm_weight > 0 else None
 
     def forward(self, batch) -> ObjectiveOutput:
         if batch.token_labels is None or batch.input_ids.shape[1] != 3:
@@ -104,7 +106,7 @@ class CLINE(MaskedLMObjective):
         c = self.config
         size, views, length = batch.input_ids.shape
         flat_ids, flat_mask = batch.input_ids.reshape(-1, length), batch.attention_mask.reshape(-1, length)
-        embeddings, states = self.encoder.embed_tokens(flat_ids, flat_mask, with_states=True)
+        embeddings, states = self.require_encoder().embed_tokens(flat_ids, flat_mask, with_states=True)
         anchor, synonym, antonym = embeddings.reshape(size, views, -1).unbind(1)
         labels = batch.token_labels.reshape(-1, length)
         real = labels != -100  # the made views' word tokens
@@ -134,4 +136,4 @@ class CLINE(MaskedLMObjective):
             )
         else:
             loss = sum(weights[name] * part for name, part in parts.items())
-        return ObjectiveOutput(loss=loss, terms=terms)
+        return ObjectiveOutput(loss=cast(torch.Tensor, loss), terms=terms)

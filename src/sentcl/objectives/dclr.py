@@ -165,6 +165,7 @@ def reference_dclr_loss(
 
 
 class DCLR(ContrastiveObjective):
+    config: DCLRConfig
     paper = (
         "Zhou, Zhang, Zhao & Wen, "
         "Debiased Contrastive Learning of Unsupervised Sentence Representations, ACL 2022"

@@ -91,6 +91,8 @@ class DebiasedInfoNCE(ContrastiveObjective):
     """``symmetric`` (the reference): both views anchor against every other embedding; else view 0 anchors
     and the other anchors' positives are the negatives."""
 
+    config: DebiasedConfig
+
     paper = "Chuang, Robinson, Lin, Torralba & Jegelka, Debiased Contrastive Learning, NeurIPS 2020"
 
     def __init__(self, config: DebiasedConfig | None = None, encoder=None, data=None):

@@ -128,6 +128,8 @@ class EASE(ContrastiveObjective):
     """The entity table is built from the training data's label columns (``data``: the dataset, whose
     ``label_names`` are the entities and whose batches carry each row's entity ids in ``labels``)."""
 
+    config: EASEConfig
+
     matryoshka_refusal = "maps entities to the full sentence dimension"
     paper = (
         "Nishikawa, Ri, Yamada, Tsuruoka & Echizen, "
@@ -162,11 +164,13 @@ class EASE(ContrastiveObjective):
                 "EASE: %d of %d entities initialised from %s", len(found), len(names), c.entity_vectors
             )
         self.entities.weight.requires_grad_(not c.freeze_entities)
+        self.projection: nn.Module
         if c.variant == "reference":  # EntityMLPLayer: dense (with bias) then tanh
             self.projection = nn.Sequential(nn.Linear(dim, sentence_dim), nn.Tanh())
         else:
-            self.projection = nn.Linear(dim, sentence_dim, bias=False)
-            nn.init.normal_(self.projection.weight, std=dim**-0.5)
+            linear = nn.Linear(dim, sentence_dim, bias=False)
+            nn.init.normal_(linear.weight, std=dim**-0.5)
+            self.projection = linear
         weight, temperature, bonus = VARIANTS[c.variant]
         self.entity_weight = weight if c.entity_weight is None else c.entity_weight
         self.entity_temperature = c.entity_temperature or temperature or c.temperature

@@ -57,6 +57,8 @@ def info_nce_loss(
 class InfoNCE(ContrastiveObjective):
     """SimCSE's loss on encoded views: view 0 anchors, view 1 positives, view 2 hard negatives."""
 
+    config: InfoNCEConfig
+
     paper = "Gao, Yao & Chen, SimCSE: Simple Contrastive Learning of Sentence Embeddings, EMNLP 2021"
 
     def __init__(self, config: InfoNCEConfig | None = None, encoder=None, data=None):

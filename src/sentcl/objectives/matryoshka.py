@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from sentcl.objectives.base import ObjectiveOutput
+from sentcl.objectives.output import ObjectiveOutput
 
 
 def matryoshka_loss(

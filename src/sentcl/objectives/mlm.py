@@ -98,6 +98,8 @@ class MaskedLM(MaskedLMObjective):
     L = λ · L_MLM on every view of the batch. The head is the encoder's ``masked_lm_head()``, or ``head``
     (the head of a masked-LM model built for pre-training)."""
 
+    config: MaskedLMConfig
+
     paper = (
         "Devlin, Chang, Lee & Toutanova, "
         "BERT: Pre-training of Deep Bidirectional Transformers for Language Understanding, NAACL 2019"

@@ -42,6 +42,10 @@ class MoCoConfig(ContrastiveConfig):
 
 
 class MoCo(ContrastiveObjective):
+    config: MoCoConfig
+    queue: torch.Tensor  # [Q, D] keys, a buffer
+    queue_pointer: torch.Tensor
+    queue_filled: torch.Tensor
     matryoshka_refusal = "keeps a queue of full-dimension keys"
     paper = (
         "He, Fan, Wu, Xie & Girshick, "
@@ -72,7 +76,7 @@ class MoCo(ContrastiveObjective):
         if batch is None:
             raise ValueError("MoCo needs the batch's token ids for its key encoder")
         c = self.config
-        self.key_encoder.follow(self.encoder, c.momentum)  # θ_k ← m·θ_k + (1 − m)·θ_q
+        self.key_encoder.follow(self.require_encoder(), c.momentum)  # θ_k ← m·θ_k + (1 − m)·θ_q
         view = min(1, batch.input_ids.shape[1] - 1)
         with torch.no_grad():
             keys = self.key_encoder.embed_tokens(batch.input_ids[:, view], batch.attention_mask[:, view])

@@ -48,6 +48,7 @@ def nt_xent_loss(
 
 
 class NTXent(ContrastiveObjective):
+    config: NTXentConfig
     paper = (
         "Chen, Kornblith, Norouzi & Hinton, "
         "A Simple Framework for Contrastive Learning of Visual Representations, ICML 2020"

@@ -24,7 +24,7 @@ code: τ = 0.01, λ = 0.1, embeddings frozen, all layers (0…L). Negatives are 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, cast
 
 import torch
 from torch import nn
@@ -80,14 +80,15 @@ def sg_opt_loss(c: torch.Tensor, h: torch.Tensor, temperature: float) -> torch.T
 
 
 def projection_head(hidden: int, size: int, init_std: float) -> nn.Sequential:
-    head = nn.Sequential(nn.Linear(hidden, size), nn.GELU(), nn.Linear(size, size), nn.GELU())
-    for layer in (head[0], head[2]):
+    first, second = nn.Linear(hidden, size), nn.Linear(size, size)
+    for layer in (first, second):
         nn.init.normal_(layer.weight, std=init_std)
         nn.init.zeros_(layer.bias)
-    return head
+    return nn.Sequential(first, nn.GELU(), second, nn.GELU())
 
 
 class SelfGuided(ContrastiveObjective):
+    config: SGConfig
     matryoshka_refusal = "projects the full embedding with its own head"
     paper = "Kim, Yoo & Lee, Self-Guided Contrastive Learning for BERT Sentence Representations, ACL 2021"
     untrained_poolers: ClassVar[dict[str, str]] = {
@@ -97,8 +98,8 @@ class SelfGuided(ContrastiveObjective):
 
     def __init__(self, config: SGConfig | None = None, encoder: SentenceEncoder | None = None, data=None):
         super().__init__(config or SGConfig(), encoder)
-        c = self.config
-        self.fixed = self.require_encoder().frozen_copy()  # BERT_F
+        c, encoder = self.config, self.require_encoder()
+        self.fixed = encoder.frozen_copy()  # BERT_F
         if c.freeze_embeddings:
             encoder.freeze_input_embeddings()
         self.projection = projection_head(encoder.hidden_size, c.projection_size, encoder.initializer_range)
@@ -106,8 +107,8 @@ class SelfGuided(ContrastiveObjective):
     def regularizer(self) -> torch.Tensor:
         """Σ_θ ‖θ_T − θ_F‖² over BERT_T's trained parameters (the two encoders share one architecture)."""
         fixed = dict(self.fixed.named_parameters())
-        tuned = self.encoder.named_parameters()
-        return sum((p - fixed[name]).pow(2).sum() for name, p in tuned if p.requires_grad)
+        tuned = self.require_encoder().named_parameters()
+        return cast(torch.Tensor, sum((p - fixed[name]).pow(2).sum() for name, p in tuned if p.requires_grad))
 
     def loss_from_embeddings(self, embeddings: torch.Tensor, batch=None) -> ObjectiveOutput:
         """c_i = ``embeddings[:, 0]`` (BERT_T); the guidance h comes from BERT_F's no-gradient pass on the

@@ -57,6 +57,7 @@ def token_contrastive_loss(
 
 
 class TaCL(MaskedLMObjective):
+    config: TaCLConfig
     paper = (
         "Su et al., TaCL: Improving BERT Pre-training with Token-aware Contrastive Learning, "
         "Findings of NAACL 2022"
@@ -70,14 +71,15 @@ class TaCL(MaskedLMObjective):
     def __init__(self, config: TaCLConfig | None = None, encoder: SentenceEncoder | None = None, data=None):
         super().__init__(config or TaCLConfig(), encoder)
         self.teacher = self.require_encoder().frozen_copy()
-        self.head = encoder.masked_lm_head()
+        self.head = self.require_encoder().masked_lm_head()
 
     def forward(self, batch) -> ObjectiveOutput:
         c = self.config
         length = batch.input_ids.shape[-1]
         ids, mask = batch.input_ids.reshape(-1, length), batch.attention_mask.reshape(-1, length)
-        masked, labels = mask_tokens(ids, mask, self.encoder.tokenizer, c.mlm_probability)
-        student = self.encoder.token_states(masked, mask)
+        encoder = self.require_encoder()
+        masked, labels = mask_tokens(ids, mask, encoder.tokenizer, c.mlm_probability)
+        student = encoder.token_states(masked, mask)
         with torch.no_grad():
             teacher = self.teacher.token_states(ids, mask)
         contrast = token_contrastive_loss(student, teacher, mask, labels != -100, c.temperature)

@@ -126,6 +126,7 @@ class ContrastHead(nn.Sequential):
 
 
 class VaSCL(ContrastiveObjective):
+    config: VaSCLConfig
     paper = (
         "Zhang et al., Virtual Augmentation Supported Contrastive Learning of Sentence Representations, "
         "Findings of ACL 2022"
@@ -180,6 +181,7 @@ class VaSCL(ContrastiveObjective):
         if embeddings.shape[1] != 2 or embeddings.shape[0] < 2:
             raise ValueError("VaSCL needs 2 views and at least 2 examples")
         head = self.head
+        assert head is not None, "the reference variant builds its contrast head"
         features = head(embeddings.reshape(-1, embeddings.shape[-1])).reshape(*embeddings.shape[:2], -1)
         everyone, offset = gather_with_grad(features)
         nce = nt_xent_loss(features, everyone, c.temperature, offset)

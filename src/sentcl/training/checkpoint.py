@@ -26,6 +26,7 @@ import json
 import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -75,7 +76,7 @@ def _sha256(path: Path) -> str:
 
 def rng_states(epoch_order: torch.Tensor) -> tuple[dict[str, torch.Tensor], dict]:
     """Every RNG a step depends on, as (tensors, JSON)."""
-    numpy_state = np.random.get_state()
+    numpy_state: Any = np.random.get_state()  # the legacy tuple (kind, keys, pos, has_gauss, cached)
     tensors = {
         "torch": torch.get_rng_state(),
         "numpy": torch.from_numpy(numpy_state[1].astype(np.int64)),
@@ -84,7 +85,7 @@ def rng_states(epoch_order: torch.Tensor) -> tuple[dict[str, torch.Tensor], dict
     cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
     tensors |= {f"cuda.{index}": state for index, state in enumerate(cuda)}
     version, words, gauss = random.getstate()
-    extra = {
+    extra: dict[str, Any] = {
         "cuda_devices": len(cuda),
         "numpy": {"kind": numpy_state[0], "pos": int(numpy_state[2]), "has_gauss": int(numpy_state[3]),
                   "cached_gaussian": float(numpy_state[4])},
@@ -110,7 +111,8 @@ def restore_rng_states(tensors: dict[str, torch.Tensor], extra: dict) -> torch.T
 def optimizer_states(optimizer: torch.optim.Optimizer, scheduler) -> tuple[dict[str, torch.Tensor], dict]:
     """The optimizer's state as (tensors keyed ``state.<param>.<name>``, JSON) and the scheduler's."""
     state = optimizer.state_dict()
-    tensors, scalars = {}, {}
+    tensors: dict[str, torch.Tensor] = {}
+    scalars: dict[str, Any] = {}
     for index, values in state["state"].items():
         for name, value in values.items():
             if isinstance(value, torch.Tensor):

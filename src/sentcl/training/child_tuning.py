@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from torch import nn
@@ -93,7 +93,7 @@ class ChildTuning(nn.Module):
     def estimate_fisher(
         self,
         batches: Iterable,
-        backward: Callable[[object], object],
+        backward: Callable[[Any], object],
         trained: nn.Module | None = None,
         reduce: Callable[[torch.Tensor], torch.Tensor] | None = None,
         clip: float = 0.0,
@@ -134,7 +134,7 @@ class ChildTuning(nn.Module):
         return threshold
 
     @torch.no_grad()
-    def apply(self, step: int) -> None:
+    def mask_gradients(self, step: int) -> None:
         """Mask the targets' gradients in place for training step ``step`` (call after backward, the
         gradient average and clipping, before the optimiser step)."""
         reserve = self.config.reserve

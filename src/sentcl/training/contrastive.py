@@ -17,7 +17,7 @@ import torch
 
 from sentcl.analysis.alignment_uniformity import geometry_snapshot, stsb_probe
 from sentcl.config import ConfigError, load_yaml
-from sentcl.data import build_dataset, read_records
+from sentcl.data import ContrastiveDataset, build_dataset, read_records
 from sentcl.data.named import resolve_train_file
 from sentcl.data.streaming import StreamingDataset, check_streaming
 from sentcl.embedder import CachedEmbedder
@@ -75,9 +75,10 @@ def _train(config: TrainConfig, start, also_measure) -> TrainResult:
         records = None
     else:
         records = read_records(train_file, header=config.data.header)
-    evaluator, probe, held = None, None, None
+    evaluator, probe, held_rows = None, None, None
     if loop.select_by != "stsb-dev":  # label-free selection: its examples never reach training
-        records, held = hold_out(records, loop.select_holdout)
+        assert records is not None  # check_streaming refused a label-free selection of a stream
+        records, held_rows = hold_out(records, loop.select_holdout)
         if context.world_size > 1 and loop.select_by == "loss":
             raise ConfigError("training.select_by: loss is evaluated on rank 0 alone; use align_uniform")
     if loop.eval_steps > 0 and loop.eval_task != "none":
@@ -89,14 +90,16 @@ def _train(config: TrainConfig, start, also_measure) -> TrainResult:
                 logger.warning("geometry is not logged: %s", exc)
     encoder = SentenceEncoder.from_config(config.model).to(device)
     check_positions(config.data.max_length, encoder.backbone.config)
+    dataset: StreamingDataset | ContrastiveDataset
     if records is None:  # data.streaming: validated (every row read once), not held
         dataset = StreamingDataset(train_file, config.data, encoder.tokenizer, config.data.shuffle_buffer)
     else:
         dataset = build_dataset(config.data, records, encoder.tokenizer)
     chooser = selection(loop.select_by, evaluator.primary if evaluator else None) if loop.eval_steps else None
-    if held is not None:
+    held = None
+    if held_rows is not None:
         held = HeldOutProbe(
-            build_dataset(config.data, held, encoder.tokenizer), encoder.tokenizer, loop.batch_size,
+            build_dataset(config.data, held_rows, encoder.tokenizer), encoder.tokenizer, loop.batch_size,
             config.data.max_length,
         )  # fmt: skip
     # the objective holds the encoder (and any frozen or momentum copy of it); tables it builds from the
@@ -125,6 +128,7 @@ def _train(config: TrainConfig, start, also_measure) -> TrainResult:
         metrics = evaluator(embedder) if evaluator is not None else {}
         if held is not None:
             metrics |= held(objective, encoder, device)
+        assert chooser is not None  # evaluations happen only with eval_steps, which made the chooser
         require_finite_metric(chooser.key, metrics[chooser.key], step)  # before any SVD of it
         record = {"eval": metrics}
         if probe is not None:
@@ -137,6 +141,7 @@ def _train(config: TrainConfig, start, also_measure) -> TrainResult:
         """``model/`` is the best evaluated model by ``training.select_by`` (step 0 only when asked)."""
         if step == 0 and not loop.start_is_candidate:
             return None
+        assert chooser is not None
         if chooser.better(metrics, state.best_metrics):
             state.best_metrics, state.best_step = metrics, step
             encoder.save(output_dir / "model", overwrite=True)

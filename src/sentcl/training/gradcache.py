@@ -48,7 +48,8 @@ def forward_backward(objective: torch.nn.Module, batch: Batch, chunk_size: int =
         if torch.isfinite(output.loss):
             output.loss.backward()
         return output
-    encoder = objective.encoder
+    assert isinstance(objective, ContrastiveObjective)  # chunkable() said so
+    encoder = objective.require_encoder()
     device = batch.input_ids.device
     chunks = [slice(start, start + chunk_size) for start in range(0, size, chunk_size)]
 
@@ -66,6 +67,7 @@ def forward_backward(objective: torch.nn.Module, batch: Batch, chunk_size: int =
         return output
     output.loss.backward()  # into the embeddings, and into parameters the loss reaches directly
     cached = embeddings.grad
+    assert cached is not None  # the loss reached the embeddings (a finite loss of them)
     end_state = _rng_state(device)
     for chunk, state in zip(chunks, states, strict=True):
         _set_rng_state(state, device)

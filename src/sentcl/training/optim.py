@@ -16,7 +16,7 @@ def build_optimizer(model: nn.Module, learning_rate: float, weight_decay: float)
     scales = {}
     for module in model.modules():
         for parameter in module.parameters() if hasattr(module, "lr_scale") else ():
-            scales[id(parameter)] = float(module.lr_scale)
+            scales[id(parameter)] = float(getattr(module, "lr_scale"))  # noqa: B009 - a Module attribute, not a submodule
     groups: dict[tuple[bool, float], list] = {}
     for name, parameter in model.named_parameters():
         if not parameter.requires_grad:

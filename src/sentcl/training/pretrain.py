@@ -142,7 +142,7 @@ def load_pretrain_recipe(path: str | Path, overrides: list[str] | None = None) -
         if unknown:
             raise ConfigError(f"unknown config key {unknown[0]!r} (sections: {', '.join(SECTIONS)})")
         kinds = (PretrainModelConfig, PretrainDataConfig, MaskingConfig, PretrainLoopConfig)
-        sections = {}
+        sections: dict[str, Any] = {}
         for name, kind in zip(SECTIONS, kinds, strict=True):
             value = data.get(name) or {}
             if not isinstance(value, dict):

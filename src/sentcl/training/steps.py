@@ -159,7 +159,7 @@ def run_steps(loop, steps: Steps, context, device: torch.device, output_dir: Pat
             yield from itertools.islice(stream, batches_per_epoch - start)
             return
         permutation = torch.randperm(len(dataset), generator=order)
-        if steps.group_by_length:
+        if lengths is not None:  # steps.group_by_length
             permutation = group_by_length(permutation, lengths, loop.batch_size, order)
         for position in range(start, batches_per_epoch):
             indices = permutation[position * loop.batch_size : (position + 1) * loop.batch_size]
@@ -183,7 +183,7 @@ def run_steps(loop, steps: Steps, context, device: torch.device, output_dir: Pat
                 if loop.max_grad_norm > 0:
                     torch.nn.utils.clip_grad_norm_(trained.parameters(), loop.max_grad_norm)
                 if steps.child is not None:  # on the clipped gradients, as the reference's optimiser step
-                    steps.child.apply(state.step + 1)
+                    steps.child.mask_gradients(state.step + 1)
                 optimizer.step()
                 scheduler.step()
                 optimizer.zero_grad(set_to_none=True)

@@ -81,7 +81,7 @@ class Trackers:
         mode = os.environ.get("WANDB_MODE") or ("online" if os.environ.get("WANDB_API_KEY") else "offline")
         (output_dir / "wandb").mkdir(parents=True, exist_ok=True)
         name = output_dir.name
-        return wandb.init(project="sentcl", name=name, dir=str(output_dir), config=config, mode=mode)
+        return wandb.init(project="sentcl", name=name, dir=str(output_dir), config=config, mode=mode)  # type: ignore[arg-type]  # WANDB_MODE as wandb reads it
 
     @staticmethod
     def _open_mlflow(output_dir: Path, config: dict, resume: bool):

@@ -107,7 +107,7 @@ def chosen_step(result: dict, rule: str) -> int:
     return pick(metrics, key=lambda step: (metrics[step][key], -step if pick is max else step))
 
 
-def summarise(results: list[dict]) -> tuple[str, dict]:
+def summarize(results: list[dict]) -> tuple[str, dict]:
     table = ["| case | rule | chosen steps (per seed) | STS-B train | vs stsb-dev selection (per seed) |",
              "|---|---|---|---:|---:|"]  # fmt: skip
     summary = {}
@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
             result = run_case(plan, case, seed, out, args.eval_steps, data_dir, train_eval)
             print(f"{case} seed {seed}: {result['seconds']} s", file=sys.stderr, flush=True)
             results.append(result)
-    table, summary = summarise(results)
+    table, summary = summarize(results)
     (out / "results.json").write_text(json.dumps({"summary": summary, "runs": results}, indent=1))
     print(table)
     return 0

@@ -216,7 +216,7 @@ def refused_flood(url: str, pid: int, seconds: float) -> Phase:
         victim(url, phase, time.monotonic() + min(seconds, 15))
         wave_statuses = [f.result() for f in futures]
         wave.shutdown()
-    phase.notes.append(f"attackers' answers {summarise(statuses)}; the wave's {summarise(wave_statuses)}")
+    phase.notes.append(f"attackers' answers {summarize(statuses)}; the wave's {summarize(wave_statuses)}")
     return phase
 
 
@@ -242,7 +242,7 @@ def maximal_wave(url: str, pid: int, seconds: float) -> Phase:
         for future in futures:
             future.result()
     last = max(t for _, t in answered)
-    phase.notes.append(f"answers {summarise([s for s, _ in answered])}, the last after {last:.1f} s")
+    phase.notes.append(f"answers {summarize([s for s, _ in answered])}, the last after {last:.1f} s")
     return phase
 
 
@@ -264,7 +264,7 @@ def resent_maximal(url: str, pid: int, seconds: float, clients: int = 32) -> Pha
         stop.set()
         for thread in threads:
             thread.join()
-    phase.notes.append(f"attackers' answers {summarise(statuses)}")
+    phase.notes.append(f"attackers' answers {summarize(statuses)}")
     return phase
 
 
@@ -291,7 +291,7 @@ def refused_upload(port: int, limit_mb: int = 100) -> str:
     return f"{sent / 2**20:.1f} MB sent before the upload ended: {status}"
 
 
-def summarise(statuses: list[int]) -> str:
+def summarize(statuses: list[int]) -> str:
     counts: dict[int, int] = {}
     for status in statuses:
         counts[status] = counts.get(status, 0) + 1

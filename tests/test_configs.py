@@ -64,6 +64,6 @@ def test_the_reproductions_committed_results_are_not_ignored_by_git():
     runs/ must not hide them, or a fresh checkout trains every method again."""
     import subprocess
 
-    for path in ("configs/reproduce/results/cpu/runs/m/seed-1/stage.json", "runs/reproduce/x"):
+    for path in ("results/reproduce/cpu/runs/m/seed-1/stage.json", "runs/reproduce/x"):
         done = subprocess.run(["git", "check-ignore", "-q", path], cwd=ROOT, check=False)
         assert done.returncode == (0 if path.startswith("runs/") else 1), path

@@ -3,13 +3,13 @@ import json
 import numpy as np
 import pytest
 
-from sentcl.analysis.report import analyse, read_trajectory, write_report
+from sentcl.analysis.report import analyze, read_trajectory, write_report
 from sentcl.model import SentenceEncoder
 
 
 def test_report_has_table_figures_and_bound_statement(tmp_path, tiny_model_dir, stsb_data_dir):
     encoder = SentenceEncoder.load(str(tiny_model_dir))
-    analysis = analyse("tiny", encoder, stsb_data_dir)
+    analysis = analyze("tiny", encoder, stsb_data_dir)
     assert -100 <= analysis.spearman <= 100 and analysis.align >= 0 and analysis.uniform <= 0
     assert analysis.singular_values[0] == pytest.approx(1.0)
     report = write_report([analysis], tmp_path / "out")

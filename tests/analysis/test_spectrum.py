@@ -5,7 +5,7 @@ from sentcl.analysis.spectrum import (
     average_cosine_all_pairs,
     average_cosine_random_pairs,
     effective_rank,
-    normalised_singular_values,
+    normalized_singular_values,
     positive_share,
     spectrum_summary,
 )
@@ -13,7 +13,7 @@ from sentcl.analysis.spectrum import (
 
 def test_isotropic_gaussian_has_a_flat_spectrum():
     x = np.random.default_rng(0).normal(size=(20_000, 16))
-    values = normalised_singular_values(x)
+    values = normalized_singular_values(x)
     # Marchenko–Pastur: the singular values of an n×d Gaussian sample lie within √n (1 ± √(d/n));
     # allow twice that spread for the smallest/largest ratio.
     edge = np.sqrt(16 / 20_000)

@@ -19,20 +19,20 @@ from pathlib import Path
 import numpy as np
 
 from sentcl.analysis.spectrum import spectrum_summary
-from sentcl.analysis.unit_sphere import l2_normalise
+from sentcl.analysis.unit_sphere import l2_normalize
 from sentcl.embedder import Embedder
 from sentcl.evaluation.sts_data import load_task
 
 
 def alignment(x: np.ndarray, y: np.ndarray, alpha: float = 2.0) -> float:
     """ℓ_align over paired rows of x and y (each [N, D]); both are L2-normalised first."""
-    distance = np.linalg.norm(l2_normalise(x) - l2_normalise(y), axis=1)
+    distance = np.linalg.norm(l2_normalize(x) - l2_normalize(y), axis=1)
     return float(np.mean(distance**alpha))
 
 
 def uniformity(x: np.ndarray, t: float = 2.0, chunk: int = 1024) -> float:
     """ℓ_uniform over the N(N−1)/2 distinct pairs of rows of x (L2-normalised first), chunked."""
-    u = l2_normalise(x)
+    u = l2_normalize(x)
     n = len(u)
     if n < 2:
         raise ValueError("uniformity needs at least two embeddings")

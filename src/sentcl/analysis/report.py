@@ -22,8 +22,8 @@ from sentcl.analysis.plots import (
     plot_cosine_density,
     plot_singular_values,
 )
-from sentcl.analysis.spectrum import normalised_singular_values, spectrum_summary
-from sentcl.analysis.unit_sphere import l2_normalise
+from sentcl.analysis.spectrum import normalized_singular_values, spectrum_summary
+from sentcl.analysis.unit_sphere import l2_normalize
 from sentcl.atomic_write import atomic_file
 from sentcl.embedder import CachedEmbedder, Embedder
 from sentcl.evaluation.sts import correlate, cosine_scores
@@ -43,7 +43,7 @@ class ModelAnalysis:
     trajectory: list[tuple[int, float, float]] = field(default_factory=list)
 
 
-def analyse(label: str, embedder: Embedder, data_dir: str | Path, split: str = "dev") -> ModelAnalysis:
+def analyze(label: str, embedder: Embedder, data_dir: str | Path, split: str = "dev") -> ModelAnalysis:
     cached = CachedEmbedder(embedder)
     task = load_task(Path(data_dir), "STSBenchmark", (split,))
     if task.missing:
@@ -59,7 +59,7 @@ def analyse(label: str, embedder: Embedder, data_dir: str | Path, split: str = "
         align=geometry["align"],
         uniform=geometry["uniform"],
         spectrum=spectrum_summary(vectors),
-        singular_values=normalised_singular_values(l2_normalise(vectors)),
+        singular_values=normalized_singular_values(l2_normalize(vectors)),
         cosines=cosines,
         gold=pairs.scores,
     )

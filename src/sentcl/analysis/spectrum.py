@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from sentcl.analysis.unit_sphere import l2_normalise
+from sentcl.analysis.unit_sphere import l2_normalize
 
 
-def normalised_singular_values(x: np.ndarray, center: bool = False) -> np.ndarray:
+def normalized_singular_values(x: np.ndarray, center: bool = False) -> np.ndarray:
     """Singular values of x (rows = embeddings; centred first if asked) divided by the largest."""
     x = np.asarray(x, dtype=np.float64)
     if center:
@@ -31,7 +31,7 @@ def effective_rank(singular_values: np.ndarray) -> float:
 
 def average_cosine_all_pairs(x: np.ndarray) -> float:
     """Mean cosine over all i ≠ j pairs, in O(N·D): (‖Σ u_i‖² − N) / (N(N−1))."""
-    u = l2_normalise(x)
+    u = l2_normalize(x)
     n = len(u)
     total = u.sum(axis=0)
     return float((total @ total - n) / (n * (n - 1)))
@@ -39,7 +39,7 @@ def average_cosine_all_pairs(x: np.ndarray) -> float:
 
 def average_cosine_random_pairs(x: np.ndarray, n_pairs: int = 100_000, seed: int = 0) -> float:
     """Mean cosine between random pairs of distinct rows (the usual anisotropy probe)."""
-    u = l2_normalise(x)
+    u = l2_normalize(x)
     rng = np.random.default_rng(seed)
     i = rng.integers(0, len(u), n_pairs)
     j = (i + rng.integers(1, len(u), n_pairs)) % len(u)  # never i
@@ -48,7 +48,7 @@ def average_cosine_random_pairs(x: np.ndarray, n_pairs: int = 100_000, seed: int
 
 def positive_share(x: np.ndarray, chunk: int = 2048) -> float:
     """Share of the off-diagonal entries of WWᵀ (W = normalised rows) that are positive, chunked."""
-    u = l2_normalise(x)
+    u = l2_normalize(x)
     n = len(u)
     positive = 0
     for start in range(0, n, chunk):
@@ -58,8 +58,8 @@ def positive_share(x: np.ndarray, chunk: int = 2048) -> float:
 
 
 def spectrum_summary(x: np.ndarray, center: bool = False) -> dict[str, float]:
-    u = l2_normalise(x)
-    singular = normalised_singular_values(u, center=center)
+    u = l2_normalize(x)
+    singular = normalized_singular_values(u, center=center)
     top_eigenvalue = float(np.linalg.svd(u, compute_uv=False)[0] ** 2)  # λ_max(WWᵀ) = σ_max(W)²
     total = u.sum(axis=0)
     share = positive_share(u)

@@ -8,5 +8,5 @@ import numpy as np
 from sentcl.embedder import unit_rows
 
 
-def l2_normalise(x: np.ndarray) -> np.ndarray:
+def l2_normalize(x: np.ndarray) -> np.ndarray:
     return unit_rows(np.asarray(x, dtype=np.float64))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from sentcl.analysis.report import analyse, markdown_table, read_trajectory, write_report
+from sentcl.analysis.report import analyze, markdown_table, read_trajectory, write_report
 from sentcl.atomic_write import atomic_folder, check_replaceable
 from sentcl.cli.common import DATA_DIR_HELP, PICKLES, add_fit_arguments, add_overwrite_argument, fit
 from sentcl.embedder import CachedEmbedder
@@ -25,7 +25,7 @@ def add_parser(commands) -> None:
     p.add_argument("models", nargs="+", help="model folders, sentcl run folders or hub ids")
     p.add_argument("--pooler", choices=list(POOLERS))
     p.add_argument(
-        "--postprocess", nargs="*", default=[], choices=list(POSTPROCESSORS), help="also analyse these"
+        "--postprocess", nargs="*", default=[], choices=list(POSTPROCESSORS), help="also analyze these"
     )
     add_fit_arguments(p)
     p.add_argument("--data-dir", help=DATA_DIR_HELP)
@@ -45,14 +45,14 @@ def run_command(args: argparse.Namespace) -> int:
             SentenceEncoder.load(name, pooler=args.pooler, allow_pickle=args.allow_pickle)
         )
         label = Path(name).name or name
-        analysis = analyse(label, encoder, data_dir, args.split)
+        analysis = analyze(label, encoder, data_dir, args.split)
         analysis.trajectory = read_trajectory(name)
         analyses.append(analysis)
         for pp in args.postprocess:
             processor = fit(pp, encoder, fit_sentences)
             processors.append((f"{label}-{pp}", processor, f"{name}: {args.fit_on}"))
             analyses.append(
-                analyse(f"{label} + {pp}", PostProcessedEmbedder(encoder, processor), data_dir, args.split)
+                analyze(f"{label} + {pp}", PostProcessedEmbedder(encoder, processor), data_dir, args.split)
             )
     fitted = f"\nPost-processors fitted on `{args.fit_on}` (at most {args.fit_max} sentences).\n"
     with atomic_folder(args.out, "analysis", args.overwrite, "--out") as tmp:  # the report whole, or nothing

@@ -27,7 +27,7 @@ from sentcl.cli import (
 )
 from sentcl.errors import UserError
 
-DESCRIPTION = "Contrastive learning of sentence embeddings: train, evaluate, analyse, encode, index, serve."
+DESCRIPTION = "Contrastive learning of sentence embeddings: train, evaluate, analyze, encode, index, serve."
 #: the commands in the order ``sentcl --help`` lists them
 COMMANDS = (train, evaluate, encode, export, card, index, mine, mteb, search, serve, analyze, reproduce)
 RUNNERS = {name: module.run_command for module in COMMANDS for name in module.NAMES}

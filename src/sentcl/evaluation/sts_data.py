@@ -59,7 +59,7 @@ class STSTask:
     missing: str | None = None  # why the task could not be loaded
 
 
-def _normalise(text: str) -> str:
+def _normalize(text: str) -> str:
     return " ".join(text.split())
 
 
@@ -119,8 +119,8 @@ def read_senteval_sts(input_file: Path, gold_file: Path, name: str) -> PairSet:
         fields = pair.split("\t")
         if len(fields) < 2:
             raise STSDataError(f"{input_file}:{number}: expected two tab-separated sentences")
-        s1.append(_normalise(fields[0]))
-        s2.append(_normalise(fields[1]))
+        s1.append(_normalize(fields[0]))
+        s2.append(_normalize(fields[1]))
         scores.append(_float(score.strip(), gold_file, number))
     return _pairs(name, gold_file, s1, s2, scores)
 
@@ -161,8 +161,8 @@ def _read_tab_pairs(
                 f"{path}:{number}: expected at least {needed} tab-separated fields, got {len(fields)}"
             )
         scores.append(_float(fields[score], path, number, scale))
-        s1.append(_normalise(fields[first]))
-        s2.append(_normalise(fields[second]))
+        s1.append(_normalize(fields[first]))
+        s2.append(_normalize(fields[second]))
     return _pairs(split, path, s1, s2, scores)
 
 

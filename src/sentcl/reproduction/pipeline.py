@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from sentcl import precision
-from sentcl.analysis.report import ModelAnalysis, analyse, read_trajectory
+from sentcl.analysis.report import ModelAnalysis, analyze, read_trajectory
 from sentcl.atomic_write import atomic_file, atomic_folder, check_replaceable, mark_folder
 from sentcl.config import ConfigError, apply_overrides, load_yaml
 from sentcl.embedder import CachedEmbedder, Embedder
@@ -568,7 +568,7 @@ def plan_rows(
 
 def measure(row: Row, embedder: Embedder, data_dir: Path) -> RowResult:
     """STS-B dev (ρ, geometry, spectrum, cosine density), STS-B train ρ, and every 7-task entry present."""
-    analysis = analyse(row.label, embedder, data_dir, "dev")
+    analysis = analyze(row.label, embedder, data_dir, "dev")
     sts = {"STS-B dev": analysis.spearman}
     train_split = load_task(data_dir, "STSBenchmark", ("train",))
     if not train_split.missing:

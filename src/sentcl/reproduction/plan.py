@@ -13,7 +13,7 @@
       training.learning_rate: [1.0e-5, 3.0e-5, 1.0e-4]
     extend:                               # beyond the grid, both ways: tried one at a time while the
       training.learning_rate: [3.0e-6, 3.0e-4, 1.0e-3]   # choice is the largest (smallest) value tried
-    results: configs/reproduce/results/cpu   # the stages' small files (JSON, arrays, logs; no weights),
+    results: results/reproduce/cpu   # the stages' small files (JSON, arrays, logs; no weights),
                                              # committed: the report regenerates without retraining
     seeds: [42, 43, 44]                   # the chosen setting is trained with each seed
     poolers:                              # named pooler settings methods pick from

@@ -64,7 +64,7 @@ def _faiss():
     return require("faiss", "index", "a faiss index")
 
 
-def _normalise(x: np.ndarray) -> np.ndarray:
+def _normalize(x: np.ndarray) -> np.ndarray:
     x = np.ascontiguousarray(x, dtype=np.float32)
     _faiss().normalize_L2(x)
     return x
@@ -92,7 +92,7 @@ class SentenceIndex:
             raise ValueError(f"{len(embeddings)} embeddings for {len(texts)} texts")
         if len(texts) == 0:
             raise ValueError("cannot index an empty corpus")
-        vectors = _normalise(embeddings)
+        vectors = _normalize(embeddings)
         faiss = _faiss()
         dim = vectors.shape[1]
         if kind == "auto":
@@ -156,9 +156,9 @@ class SentenceIndex:
         query_embeddings = np.atleast_2d(query_embeddings)
         self.check_dimension(query_embeddings.shape[1], "the query embedding")
         if self.kind == "binary":
-            scores, ids = self._binary_search(_normalise(query_embeddings), min(top_k, len(self)))
+            scores, ids = self._binary_search(_normalize(query_embeddings), min(top_k, len(self)))
         else:
-            scores, ids = self.index.search(_normalise(query_embeddings), min(top_k, len(self)))
+            scores, ids = self.index.search(_normalize(query_embeddings), min(top_k, len(self)))
         results = []
         for row_scores, row_ids in zip(scores, ids, strict=True):
             hits = [

@@ -1,7 +1,7 @@
 """Training: recipes, optimiser and schedule, the loop."""
 
 from sentcl.training.checkpoint import CheckpointError
-from sentcl.training.contrastive import TrainResult, summarise, train
+from sentcl.training.contrastive import TrainResult, summarize, train
 from sentcl.training.guards import TrainingError
 from sentcl.training.recipe import LoopConfig, TrainConfig, load_recipe, recipe_from_dict
 
@@ -13,6 +13,6 @@ __all__ = [
     "TrainingError",
     "load_recipe",
     "recipe_from_dict",
-    "summarise",
+    "summarize",
     "train",
 ]

@@ -190,7 +190,7 @@ def read_recipe(path: Path) -> dict:
         raise ConfigError(f"{path}: not the recipe of a sentcl training run ({exc})") from None
 
 
-def summarise(result: TrainResult) -> str:
+def summarize(result: TrainResult) -> str:
     """Two lines a person reads after a run: the metric before and after training."""
     if result.primary_metric is None or result.best_metrics is None:
         return f"trained {result.steps} steps; model saved to {result.output_dir / 'model'}"

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sentcl.training.contrastive import summarise, train
-from sentcl.training.pretrain import load_pretrain_recipe, pretrain, summarise_pretraining
+from sentcl.training.contrastive import summarize, train
+from sentcl.training.pretrain import load_pretrain_recipe, pretrain, summarize_pretraining
 from sentcl.training.recipe import load_recipe, replace_training
 
 
@@ -26,12 +26,12 @@ from sentcl.training.recipe import load_recipe, replace_training
 class RunKind:
     load: Callable[[str | Path, list[str] | None], Any]
     run: Callable[[Any], Any]
-    summarise: Callable[[Any], str]
+    summarize: Callable[[Any], str]
 
 
 RUN_KINDS = {
-    "train": RunKind(load_recipe, train, summarise),
-    "pretrain": RunKind(load_pretrain_recipe, pretrain, summarise_pretraining),
+    "train": RunKind(load_recipe, train, summarize),
+    "pretrain": RunKind(load_pretrain_recipe, pretrain, summarize_pretraining),
 }
 
 
@@ -44,7 +44,7 @@ def run(kind: str, config):
 
 
 def summary(kind: str, result) -> str:
-    return RUN_KINDS[kind].summarise(result)
+    return RUN_KINDS[kind].summarize(result)
 
 
 __all__ = ["RUN_KINDS", "RunKind", "load_run_recipe", "replace_training", "run", "summary"]

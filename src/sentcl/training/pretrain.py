@@ -317,7 +317,7 @@ def plot_pretraining(records: list[dict], path: Path) -> Path:
     return plot_curves({k: v for k, v in curves.items() if v}, path, ylabel="cross-entropy (nats)")
 
 
-def summarise_pretraining(result: PretrainResult) -> str:
+def summarize_pretraining(result: PretrainResult) -> str:
     lines = [f"pre-trained {result.steps} steps; model: {result.output_dir / 'model'}"]
     if result.final_metrics:
         shown = ", ".join(f"{k} = {v:.4g}" for k, v in result.final_metrics.items())

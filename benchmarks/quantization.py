@@ -28,7 +28,7 @@ import numpy as np
 
 from sentcl.embedder import unit_rows
 from sentcl.evaluation.data_dir import resolve_data_dir
-from sentcl.evaluation.local import read_retrieval
+from sentcl.evaluation.local_files import read_retrieval
 from sentcl.evaluation.ranking import retrieval_metrics
 from sentcl.model import SentenceEncoder
 from sentcl.search import SentenceIndex

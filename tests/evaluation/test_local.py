@@ -13,7 +13,8 @@ from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score
 
 from sentcl.evaluation import LocalTaskError, TaskSpecError, build_evaluator
-from sentcl.evaluation.local import best_threshold_metrics, read_pairs, read_retrieval
+from sentcl.evaluation.local import best_threshold_metrics
+from sentcl.evaluation.local_files import read_pairs, read_retrieval
 from sentcl.evaluation.tasks import needs_data_dir, parse
 from tests.conftest import SENTENCES
 

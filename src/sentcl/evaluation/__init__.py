@@ -3,7 +3,7 @@
 retrieval folders (evaluation/local.py)."""
 
 from sentcl.evaluation.data_dir import DataDirError, resolve_data_dir
-from sentcl.evaluation.local import LocalTaskError
+from sentcl.evaluation.local_files import LocalTaskError
 from sentcl.evaluation.sts import STSEvaluator, STSReport, TaskSpecError, aggregate, correlate, parse_tasks
 from sentcl.evaluation.sts_data import STS_TASKS, STSDataError, load_task
 from sentcl.evaluation.tasks import TASKS, Evaluator, build_evaluator, build_evaluators, register

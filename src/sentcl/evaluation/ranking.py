@@ -53,3 +53,31 @@ def retrieval_metrics(
     if map_depth is not None:
         metrics[f"map@{map_depth}"] = float(np.mean(average_precision))
     return {key: 100 * value for key, value in metrics.items()}
+
+
+def rank(
+    queries: np.ndarray, corpus: np.ndarray, depth: int, exclude: list[int | None], block: int = 1024
+) -> np.ndarray:
+    """The ``depth`` best corpus rows per query by dot product (ties: the lower row first), in blocks of
+    ``block`` queries × ``16 block`` documents (64 MB of float32 scores); ``exclude[q]`` is a row query q
+    never gets."""
+    depth = min(depth, len(corpus))
+    best = np.empty((len(queries), depth), dtype=np.int64)
+    excluded = np.array([-1 if row is None else row for row in exclude], dtype=np.int64)
+    for start in range(0, len(queries), block):
+        q = queries[start : start + block]
+        top_rows = np.zeros((len(q), 0), dtype=np.int64)
+        top_scores = np.zeros((len(q), 0), dtype=np.float32)
+        for c_start in range(0, len(corpus), 16 * block):
+            scores = q @ corpus[c_start : c_start + 16 * block].T
+            own = excluded[start : start + len(q)] - c_start  # each query's own row in this block
+            inside = np.flatnonzero((own >= 0) & (own < scores.shape[1]))
+            scores[inside, own[inside]] = -np.inf
+            rows = np.broadcast_to(np.arange(c_start, c_start + scores.shape[1]), scores.shape)
+            top_rows = np.concatenate([top_rows, rows], axis=1)
+            top_scores = np.concatenate([top_scores, scores], axis=1)
+            keep = np.lexsort((top_rows, -top_scores), axis=1)[:, :depth]
+            top_rows = np.take_along_axis(top_rows, keep, axis=1)
+            top_scores = np.take_along_axis(top_scores, keep, axis=1)
+        best[start : start + len(q)] = top_rows
+    return best

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from sentcl.embedder import Embedder
-from sentcl.evaluation.local import PairFileEvaluator, RetrievalFolderEvaluator, is_pair_file, is_retrieval
+from sentcl.evaluation.local import PairFileEvaluator, RetrievalFolderEvaluator
+from sentcl.evaluation.local_files import is_pair_file, is_retrieval
 from sentcl.evaluation.retrieval import RetrievalEvaluator
 from sentcl.evaluation.sts import STSEvaluator, TaskSpecError
 from sentcl.evaluation.sts_data import DISPLAY_NAMES, STS_TASKS

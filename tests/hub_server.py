@@ -25,7 +25,13 @@ def etag(content: bytes, git: bool = False) -> str:
 
 
 class FakeHub:
-    def __init__(self, files: dict[str, bytes], corrupt: set[str] = frozenset(), git: set[str] = frozenset()):
+    def __init__(
+        self,
+        files: dict[str, bytes],
+        corrupt: set[str] = frozenset(),
+        git: set[str] = frozenset(),
+        port: int = 0,
+    ):
         """``files``: ``"owner/name/file"`` → content (dataset repositories); those in ``git`` are announced
         as the hub announces files kept in git rather than LFS (ETag: git's blob sha1)."""
         self.files = files
@@ -66,7 +72,7 @@ class FakeHub:
             def do_GET(self):
                 self._answer(body=True)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
 
     def __enter__(self) -> FakeHub:
@@ -86,10 +92,6 @@ def folder_files(root: Path) -> dict[str, bytes]:
 
 
 if __name__ == "__main__":
-    hub = FakeHub(folder_files(Path(sys.argv[1])))
-    if len(sys.argv) > 2:  # a fixed port
-        hub.server.server_close()
-        hub.server = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[2])), hub.server.RequestHandlerClass)
-        hub.endpoint = f"http://127.0.0.1:{sys.argv[2]}"
+    hub = FakeHub(folder_files(Path(sys.argv[1])), port=int(sys.argv[2]) if len(sys.argv) > 2 else 0)
     print(f"HF_ENDPOINT={hub.endpoint}", flush=True)
     hub.server.serve_forever()

@@ -11,15 +11,14 @@ from pathlib import Path
 UTF8 = "utf-8-sig"  # UTF-8, a byte-order mark dropped
 
 
-def read_text(path: Path, error: type[Exception], encoding: str = UTF8, raw: bytes | None = None) -> str:
-    """``path``'s text (``raw``: its bytes, already read, e.g. from a ``.gz`` sibling)."""
-    if raw is None:
-        raw = path.read_bytes()
-        if path.suffix == ".gz":
-            try:
-                raw = gzip.decompress(raw)
-            except (OSError, EOFError) as exc:
-                raise error(f"{path}:1: not a valid gzip file ({exc})") from None
+def read_text(path: Path, error: type[Exception], encoding: str = UTF8) -> str:
+    """``path``'s text, a ``.gz`` decompressed."""
+    raw = path.read_bytes()
+    if path.suffix == ".gz":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError) as exc:
+            raise error(f"{path}:1: not a valid gzip file ({exc})") from None
     try:
         return raw.decode(encoding)
     except UnicodeDecodeError as exc:

@@ -64,13 +64,9 @@ _SETS = (
 NAMED = {dataset.name: dataset for dataset in _SETS}
 
 
-def is_named(value: str) -> bool:
-    return value.startswith(PREFIX)
-
-
 def resolve_train_file(value: str, key: str) -> str:
     """The path ``value`` names: a named set resolved as the module says, else the path expanded."""
-    if not is_named(value):
+    if not value.startswith(PREFIX):
         return expand_path(value, key)
     dataset = NAMED.get(value)
     if dataset is None:

@@ -14,7 +14,6 @@ to 2 decimals as SentEval rounds them.
 
 from __future__ import annotations
 
-import gzip
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,13 +54,10 @@ class TransferTask:
 
 def _open_text(path: Path, encoding: str) -> list[str]:
     """Lines of ``path`` or of ``path.gz`` (the shared copy gzips the two largest files)."""
-    if path.is_file():
-        raw = path.read_bytes()
-    elif path.with_name(path.name + ".gz").is_file():
-        raw = gzip.decompress(path.with_name(path.name + ".gz").read_bytes())
-    else:
+    gzipped = path.with_name(path.name + ".gz")
+    if not path.is_file() and not gzipped.is_file():
         raise FileNotFoundError(str(path))
-    return read_text(path, TransferDataError, encoding, raw=raw).splitlines()
+    return read_text(path if path.is_file() else gzipped, TransferDataError, encoding).splitlines()
 
 
 def _tokens(text: str) -> str:

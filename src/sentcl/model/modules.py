@@ -20,6 +20,7 @@ unit vectors) and a folder sentcl saves keeps them.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
@@ -213,7 +214,7 @@ def check_chain(modules: list[OutputModule] | nn.ModuleList, hidden_size: int, w
 def write_modules(folder: Path, modules: list[OutputModule] | nn.ModuleList, first_index: int) -> list[dict]:
     """Each module's folder under ``folder``, numbered from ``first_index``; the modules.json rows."""
     rows = []
-    for index, module in enumerate(cast(list[OutputModule], list(modules)), start=first_index):
+    for index, module in enumerate(cast("Iterable[OutputModule]", modules), start=first_index):
         name = f"{index}_{module.kind}"
         module.write(folder / name)
         rows.append(

@@ -44,3 +44,18 @@ def test_one_family_for_checkpoint_selection(stsb_data_dir):
     assert "STS-B dev" in evaluator.format(metrics) and evaluator.results()["metrics"] == metrics
     with pytest.raises(TaskSpecError, match="several families"):
         build_evaluator(stsb_data_dir, "stsb-dev,MR")
+
+
+def test_an_sts_evaluator_built_directly_reads_its_tasks_by_the_registry_grammar(tmp_path):
+    """One grammar: every name the registry maps to the STS family (aliases and case included) means the
+    same to ``STSEvaluator`` as to ``--tasks``, and a name of another family is refused by name."""
+    from sentcl.evaluation import STSEvaluator
+
+    sts_names = [name for name, (family, _) in TASKS.names.items() if family == "sts"]
+    assert {"sts-b", "sick-r", "stsbenchmark", "stsb-dev"} <= set(sts_names)
+    for name in sts_names:
+        direct = STSEvaluator(tmp_path, name.upper())
+        (built,) = build_evaluators(tmp_path, name)
+        assert direct.requests == built.requests and direct.primary == built.primary, name
+    with pytest.raises(TaskSpecError, match=r"transfer tasks \(MR\) are not sts tasks"):
+        STSEvaluator(tmp_path, "stsb-dev,mr")

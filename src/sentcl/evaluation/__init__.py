@@ -4,7 +4,8 @@ retrieval folders (evaluation/local.py)."""
 
 from sentcl.evaluation.data_dir import DataDirError, resolve_data_dir
 from sentcl.evaluation.local_files import LocalTaskError
-from sentcl.evaluation.sts import STSEvaluator, STSReport, TaskSpecError, aggregate, correlate, parse_tasks
+from sentcl.evaluation.registry import TaskSpecError
+from sentcl.evaluation.sts import STSEvaluator, STSReport, aggregate, correlate
 from sentcl.evaluation.sts_data import STS_TASKS, STSDataError, load_task
 from sentcl.evaluation.tasks import TASKS, Evaluator, build_evaluator, build_evaluators, register
 
@@ -23,7 +24,6 @@ __all__ = [
     "build_evaluators",
     "correlate",
     "load_task",
-    "parse_tasks",
     "register",
     "resolve_data_dir",
 ]

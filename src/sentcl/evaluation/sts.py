@@ -23,21 +23,16 @@ import numpy as np
 from scipy.stats import pearsonr, spearmanr
 
 from sentcl.embedder import Embedder
-from sentcl.errors import UserError
+from sentcl.evaluation.registry import TaskSpecError, parse_family
 from sentcl.evaluation.sts_data import DISPLAY_NAMES, STS_TASKS, STSTask, load_task
 
 AGGREGATIONS = ("all", "mean", "wmean")
 _TABLE_SPLIT = {"STSBenchmark": "test", "SICKRelatedness": "test"}
-_ALIASES = {name.lower(): name for name in STS_TASKS} | {
-    "sts-b": "STSBenchmark",
-    "stsb": "STSBenchmark",
-    "sick-r": "SICKRelatedness",
-    "sickr": "SICKRelatedness",
-}
-
-
-class TaskSpecError(UserError, ValueError):
-    """An evaluation task name or option that does not exist."""
+#: the STS family's own names (the registry, evaluation/tasks.py, maps what users write onto them) → the
+#: task and the splits to read (None: the task's every split)
+STS_MEMBERS: dict[str, tuple[str, tuple[str, ...] | None]] = {
+    f"stsb-{split}": ("STSBenchmark", (split,)) for split in ("dev", "train", "test")
+} | {task: (task, None) for task in STS_TASKS}
 
 
 @dataclass
@@ -132,31 +127,11 @@ def score_tasks(embedder: Embedder, tasks: Sequence[STSTask]) -> STSReport:
     return report
 
 
-def parse_tasks(spec: str | Sequence[str]) -> list[tuple[str, tuple[str, ...] | None]]:
-    """``sts`` (the 7-task table), ``stsb-dev`` (or ``-train``/``-test``: one split of STS-B), or a
-    comma-separated list of task names."""
-    items = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec) if s.strip()]
-    requests: list[tuple[str, tuple[str, ...] | None]] = []
-    for item in items:
-        key = item.lower()
-        if key == "sts":
-            requests += [(task, None) for task in STS_TASKS]
-        elif key in ("stsb-dev", "stsb-train", "stsb-test"):
-            requests.append(("STSBenchmark", (key.removeprefix("stsb-"),)))
-        elif key in _ALIASES:
-            requests.append((_ALIASES[key], None))
-        elif key == "transfer":
-            raise TaskSpecError("transfer tasks are evaluated by TransferEvaluator (evaluation/transfer.py)")
-        else:
-            known = "sts, stsb-dev, stsb-train, stsb-test, " + ", ".join(STS_TASKS)
-            raise TaskSpecError(f"unknown evaluation task {item!r}; known: {known}")
-    if not requests:
-        raise TaskSpecError("no evaluation task given")
-    return requests
-
-
 class STSEvaluator:
     """Callable evaluator: ``evaluator(embedder) → dict[str, float]`` with one primary metric.
+
+    ``tasks`` is read by the registry's grammar (evaluation/registry.py): ``sts`` (the 7-task table),
+    ``stsb-dev`` (or ``-train``/``-test``: one split of STS-B), or a comma-separated list of STS task names.
 
     Data files are read once, at construction, so repeated evaluation during training costs only the
     encoding.
@@ -166,7 +141,7 @@ class STSEvaluator:
         if aggregation not in AGGREGATIONS:
             raise TaskSpecError(f"aggregation {aggregation!r} is not one of {', '.join(AGGREGATIONS)}")
         self.aggregation = aggregation
-        self.requests = parse_tasks(tasks)
+        self.requests = [STS_MEMBERS[name] for name in parse_family(tasks, "sts")]
         root = Path(data_dir)
         self.tasks = [load_task(root, name, splits) for name, splits in self.requests]
         self.missing = {task.name: task.missing for task in self.tasks if task.missing}

@@ -46,3 +46,12 @@ def test_detokenize_and_bad_file(tmp_path):
     bad.write_bytes(b"not gzip")
     with pytest.raises(DataError, match=r"x\.json\.gz"):
         redocred_entity_pairs([bad])
+
+
+def test_a_file_that_is_not_json_names_its_line(tmp_path):
+    bad = tmp_path / "y.json.gz"
+    bad.write_bytes(gzip.compress(b'[\n{"sents": []},\n{oops}\n]'))
+    with pytest.raises(DataError, match=r"y\.json\.gz:3: not a Re-DocRED JSON file"):
+        redocred_entity_pairs([bad])
+    with pytest.raises(DataError, match=r"absent\.json\.gz: file not found"):
+        redocred_entity_pairs([tmp_path / "absent.json.gz"])

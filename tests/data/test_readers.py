@@ -177,13 +177,13 @@ def test_old_mac_line_ends_are_lines_and_a_nul_byte_is_no_text(tmp_path):
 
 def test_a_huge_line_is_cut_and_said_to_be(tmp_path, monkeypatch, caplog):
     """A 50 MB single-line file once trained at 7.3 GB: a line is read at most MAX_LINE_BYTES at a time."""
-    import sentcl.data.readers as readers
+    import sentcl.text_files as text_files
     from sentcl.data import read_sentences
 
-    monkeypatch.setattr(readers, "MAX_LINE_BYTES", 64)
+    monkeypatch.setattr(text_files, "MAX_LINE_BYTES", 64)
     path = tmp_path / "long.txt"
     path.write_text("short one\n" + "é" * 5000 + "\nafter\n", encoding="utf-8")
-    with caplog.at_level("WARNING", logger="sentcl.data.readers"):
+    with caplog.at_level("WARNING", logger="sentcl.text_files"):
         rows = [r[0] for r in read_sentences(path).rows]
     assert rows[0] == "short one" and rows[2] == "after"
     assert rows[1] == "é" * 32  # 64 bytes of a two-byte character, cut on a character boundary
@@ -192,9 +192,9 @@ def test_a_huge_line_is_cut_and_said_to_be(tmp_path, monkeypatch, caplog):
 
 def test_a_field_count_on_a_cut_line_is_a_lower_bound(tmp_path, monkeypatch):
     """1,000,002 fields were reported as "144962 field(s)": the count stopped where the line was cut."""
-    import sentcl.data.readers as readers
+    import sentcl.text_files as text_files
 
-    monkeypatch.setattr(readers, "MAX_LINE_BYTES", 64)
+    monkeypatch.setattr(text_files, "MAX_LINE_BYTES", 64)
     wide = tmp_path / "wide.csv"
     wide.write_text("a,b\n" + ",".join(["x"] * 1000) + "\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"wide\.csv:2: at least 33 fields, expected 2 like the rows above"):

@@ -8,7 +8,6 @@ mention; the hard negative is a seeded random entity of the same type from anoth
 
 from __future__ import annotations
 
-import gzip
 import json
 import random
 import re
@@ -16,6 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from sentcl.data.readers import DataError
+from sentcl.text_files import read_text
 
 ENTITY_TYPES = ("PER", "ORG", "LOC", "MISC")
 
@@ -30,11 +30,12 @@ def detokenize(tokens: list[str]) -> str:
 def redocred_entity_pairs(paths: list[str | Path], seed: int = 0) -> list[tuple[str, str, str]]:
     mentions: list[tuple[str, str, str, tuple]] = []  # sentence, entity, type, document
     for path in paths:
+        if not Path(path).is_file():
+            raise DataError(f"{path}: file not found")
         try:
-            with gzip.open(path, "rt", encoding="utf-8") as handle:
-                documents = json.load(handle)
-        except (OSError, json.JSONDecodeError) as exc:
-            raise DataError(f"{path}: not a gzipped Re-DocRED JSON file ({exc})") from None
+            documents = json.loads(read_text(Path(path), DataError))
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}:{exc.lineno}: not a Re-DocRED JSON file ({exc.msg})") from None
         for number, document in enumerate(documents):
             doc_id = (str(path), number)
             sentences = [detokenize(tokens) for tokens in document["sents"]]

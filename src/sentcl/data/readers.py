@@ -16,7 +16,6 @@ Nothing is skipped silently: blank lines of a ``.txt`` are skipped and their cou
 from __future__ import annotations
 
 import csv
-import gzip
 import json
 import logging
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from pathlib import Path
 
 from sentcl.errors import UserError
 from sentcl.extras import require
+from sentcl.text_files import text_lines
 
 logger = logging.getLogger(__name__)
 
@@ -54,72 +54,6 @@ class Records:
         return len(self.rows)
 
 
-#: the longest line read whole (bytes): a 50 MB single-line file once trained at 7.3 GB of memory; longer
-#: lines are cut here, and the log says where and from how long (the tokenizer keeps far fewer characters)
-MAX_LINE_BYTES = 1 << 20
-
-
-def _text_lines(path: Path, cut_lines: set[int] | None = None):
-    """The file's lines as text, read as a stream (a gzip is decompressed on the way); errors name
-    file:line. Memory stays one bounded line, whatever the file's size. Line ends are \\n, \\r\\n or a
-    lone \\r (a file saved with old Mac line ends is many lines, not one); a NUL byte is no text and an
-    error; a line over ``MAX_LINE_BYTES`` is cut to it, with a warning naming file:line (and its number is
-    added to ``cut_lines`` where given, so that what is counted on it is said to be a lower bound)."""
-    if not path.exists():
-        raise DataError(f"{path}: file not found")
-    if not path.is_file():
-        raise DataError(f"{path}: not a file")
-    opener = gzip.open if path.suffix == ".gz" else open
-    number = 0
-    try:
-        with opener(path, "rb") as handle:
-            for raw, length in _bounded_lines(handle):
-                if length is not None:
-                    logger.warning(
-                        "%s:%d: a line of %s bytes, cut to its first %s", path, number + 1, f"{length:,}",
-                        f"{MAX_LINE_BYTES:,}",
-                    )  # fmt: skip
-                pieces = raw.replace(b"\r\n", b"\n").rstrip(b"\n").split(b"\r") if b"\r" in raw else [raw]
-                for piece in pieces:
-                    number += 1
-                    if length is not None and cut_lines is not None:
-                        cut_lines.add(number)
-                    if b"\x00" in piece:
-                        raise DataError(f"{path}:{number}: a NUL byte (U+0000); the file is not text")
-                    yield _decode(piece, path, number, cut=length is not None)
-    except (OSError, EOFError) as exc:  # gzip.BadGzipFile is an OSError
-        raise DataError(f"{path}:{number + 1}: not a valid gzip file ({exc})") from None
-
-
-def _bounded_lines(handle):
-    """(line, None) for the handle's lines (split on \\n); (its first ``MAX_LINE_BYTES``, its length) for a
-    longer one, whose rest is read in blocks and dropped, never held."""
-    while True:
-        raw = handle.readline(MAX_LINE_BYTES)
-        if not raw:
-            return
-        if len(raw) < MAX_LINE_BYTES or raw.endswith(b"\n"):
-            yield raw, None
-            continue
-        length = len(raw)
-        while True:
-            rest = handle.readline(MAX_LINE_BYTES)
-            length += len(rest)
-            if not rest or rest.endswith(b"\n"):
-                break
-        yield raw, length
-
-
-def _decode(raw: bytes, path: Path, number: int, cut: bool) -> str:
-    try:
-        return raw.decode("utf-8-sig" if number == 1 else "utf-8")
-    except UnicodeDecodeError as exc:
-        if cut and exc.start >= len(raw) - 3:  # a character split where the line was cut
-            return raw[: exc.start].decode("utf-8")
-        byte = raw[exc.start : exc.start + 1].hex()
-        raise DataError(f"{path}:{number}: undecodable byte 0x{byte} (the file must be UTF-8)") from None
-
-
 def _base_suffix(path: Path) -> str:
     suffixes = [s.lower() for s in path.suffixes]
     if suffixes and suffixes[-1] == ".gz":
@@ -132,7 +66,7 @@ def sentence_rows(path: str | Path):
     in the log; an empty file is an error."""
     path = Path(path)
     kept = blank = 0
-    for number, line in enumerate(_text_lines(path), start=1):
+    for number, line in enumerate(text_lines(path, DataError), start=1):
         sentence = line.strip()
         if not sentence:
             blank += 1
@@ -161,7 +95,7 @@ def table_rows(path: str | Path, header: bool | None = None):
     path = Path(path)
     delimiter = "\t" if _base_suffix(path) == ".tsv" else ","
     cut: set[int] = set()
-    reader = csv.reader(_text_lines(path, cut), delimiter=delimiter, strict=True)
+    reader = csv.reader(text_lines(path, DataError, cut), delimiter=delimiter, strict=True)
 
     def fields(record: list[str], line: int) -> str:
         """The record's field count, "at least" where its line was cut at MAX_LINE_BYTES."""
@@ -262,7 +196,7 @@ def jsonl_rows(path: str | Path):
     """(line, cells) of JSON Lines with named columns (``LAYOUTS``), streamed; blank lines are skipped."""
     path = Path(path)
     layout = None
-    for number, line in enumerate(_text_lines(path), start=1):
+    for number, line in enumerate(text_lines(path, DataError), start=1):
         if not line.strip():
             continue
         try:

@@ -11,8 +11,9 @@ An **evaluator** is a callable ``evaluator(embedder) → dict[str, float]`` on t
 A **family** builds one evaluator for the task names of it a request lists (the STS tasks share one
 encoding pass and one average; the transfer tasks one SentEval run). ``TASKS`` (evaluation/registry.py, the
 one grammar of task names) maps every name a user can write — in ``sentcl evaluate --tasks``,
-``training.eval_task``, a reproduction plan — to its family and the family's own names for it. Adding a task is one module with its evaluator, one ``register`` line below and a
-test (docs/extending.md walks through one).
+``training.eval_task``, a reproduction plan — to its family and the family's own names for it. Adding a
+task is one module with its evaluator, one ``register`` line below and a test (docs/extending.md walks
+through one).
 """
 
 from __future__ import annotations
@@ -68,12 +69,13 @@ class Evaluator(Protocol):
     def results(self) -> dict: ...
 
 
-def build_evaluators(data_dir: str | Path, spec: str | Sequence[str], options: Options = Options()) -> list:
+def build_evaluators(data_dir: str | Path, spec: str | Sequence[str], options: Options | None = None) -> list:
     """One evaluator per family the request names, in the request's order."""
+    options = options or Options()
     return [TASKS.families[family].build(Path(data_dir), names, options) for family, names in parse(spec)]
 
 
-def build_evaluator(data_dir: str | Path, spec: str | Sequence[str], options: Options = Options()):
+def build_evaluator(data_dir: str | Path, spec: str | Sequence[str], options: Options | None = None):
     """The one evaluator of a request naming tasks of one family (what ``training.eval_task`` needs: one
     primary metric)."""
     evaluators = build_evaluators(data_dir, spec, options)

@@ -21,8 +21,8 @@ import numpy as np
 
 from sentcl.embedder import CachedEmbedder, Embedder
 from sentcl.errors import UserError
-from sentcl.evaluation.senteval_protocols import PROTOCOLS, SEED, ProbeConfig, inner_kfold, kfold, split
 from sentcl.evaluation.registry import TaskSpecError
+from sentcl.evaluation.senteval_protocols import PROTOCOLS, SEED, ProbeConfig, inner_kfold, kfold, split
 from sentcl.text_files import read_text
 
 TRANSFER_TASKS = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")

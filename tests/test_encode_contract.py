@@ -244,7 +244,7 @@ def test_a_module_sentcl_does_not_run_is_refused(st_folder, tmp_path):
 
 def test_mteb_encoder_takes_texts_as_sentence_transformers_does(st_folder, peer):
     pytest.importorskip("mteb")
-    from sentcl.mteb_encoder import MTEBEncoder
+    from sentcl.integrations.mteb import MTEBEncoder
 
     encoder = MTEBEncoder(str(st_folder))
     _same(peer.encode(TEXTS[0]), encoder.encode(TEXTS[0]))

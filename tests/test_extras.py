@@ -103,7 +103,7 @@ def test_a_missing_extra_is_one_line_naming_the_install(
 
 def test_the_mteb_encoder_without_mteb_is_one_line(tiny_model_dir, monkeypatch):
     from sentcl.extras import MissingExtraError
-    from sentcl.mteb_encoder import MTEBEncoder
+    from sentcl.integrations.mteb import MTEBEncoder
 
     for name in [m for m in sys.modules if m.split(".")[0] == "mteb"]:
         monkeypatch.delitem(sys.modules, name)

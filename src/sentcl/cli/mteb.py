@@ -34,7 +34,7 @@ def add_parser(commands) -> None:
 
 def run_command(args: argparse.Namespace) -> int:
     mteb = require("mteb", "mteb", "sentcl mteb")
-    from sentcl.mteb_encoder import MTEBEncoder, main_scores
+    from sentcl.integrations.mteb import MTEBEncoder, main_scores
 
     if args.out:
         check_file_target(args.out, "--out", args.overwrite)

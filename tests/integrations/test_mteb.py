@@ -14,7 +14,7 @@ from mteb.types import PromptType
 
 from sentcl.evaluation import STSEvaluator, load_task
 from sentcl.model import ModelConfig, SentenceEncoder
-from sentcl.mteb_encoder import MTEBEncoder
+from sentcl.integrations.mteb import MTEBEncoder
 
 
 def stsb_dev_task(data_dir):
@@ -112,3 +112,9 @@ def test_sentcl_mteb_runs_named_tasks_and_writes_their_scores(
     assert f"LocalSTSBenchmarkDev test: main score {100 * saved[0]:.2f}" in capsys.readouterr().out
     ours = STSEvaluator(stsb_data_dir, "stsb-dev")(SentenceEncoder.load(str(tiny_model_dir)))
     assert np.isfinite(saved[0]) and abs(100 * saved[0] - ours["stsb_dev_spearman"]) < 5
+
+
+def test_the_old_import_path_is_the_same_class():
+    from sentcl.mteb_encoder import MTEBEncoder as before
+
+    assert before is MTEBEncoder

@@ -33,8 +33,8 @@ from pathlib import Path
 from sentcl.config import apply_overrides, load_yaml
 from sentcl.evaluation import STSEvaluator, resolve_data_dir
 from sentcl.model import SentenceEncoder
-from sentcl.reproduction.plan import as_overrides, load_plan
 from sentcl.training import recipe_from_dict, train
+from sentcl_reproduction.plan import as_overrides, load_plan
 
 RULES = {"stsb-dev": ("stsb_dev_spearman", max), "align_uniform": ("heldout_align_uniform", min),
          "loss": ("heldout_loss", min)}  # fmt: skip

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from sentcl.reproduction.plan import as_overrides, load_plan
 from sentcl.training import load_recipe
 from sentcl.training.pretrain import load_pretrain_recipe
+from sentcl_reproduction.plan import as_overrides, load_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "configs" / "reproduce" / "results"  # the runs' own config.yaml files, not recipes

@@ -1,5 +1,6 @@
 """Every error meant for the user derives from UserError, the one class the command line catches (one line,
-exit 2): a new exception class anywhere in sentcl either derives from it or is named here as internal."""
+exit 2): a new exception class anywhere in sentcl (or in the study harness, whose command the CLI runs)
+either derives from it or is named here as internal."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import inspect
 import pkgutil
 
 import sentcl
+import sentcl_reproduction
 from sentcl.errors import UserError
 
 #: exceptions that never reach a user as such, and why
@@ -15,13 +17,16 @@ INTERNAL = {
     "sentcl.serving.admission.BusyError": "the server answers it with 503 and Retry-After",
     "sentcl.serving.server.APIError": "the server answers it as a JSON error response",
     "sentcl.serving.server._TooLarge": "the server answers it with 413",
-    "sentcl.reproduction.pipeline.StageNotDoneError": "--report-only names the stages not run yet",
+    "sentcl_reproduction.pipeline.StageNotDoneError": "--report-only names the stages not run yet",
 }
 
 
 def exception_classes() -> dict[str, type]:
     found = {}
-    for module in pkgutil.walk_packages(sentcl.__path__, "sentcl."):
+    packages = [(sentcl, "sentcl."), (sentcl_reproduction, "sentcl_reproduction.")]  # the CLI runs both
+    for module in (
+        m for package, prefix in packages for m in pkgutil.walk_packages(package.__path__, prefix)
+    ):
         try:
             loaded = importlib.import_module(module.name)
         except ImportError as exc:  # an optional extra's module: it must still be checked, so say which

@@ -13,8 +13,8 @@ from mteb.abstasks.task_metadata import TaskMetadata
 from mteb.types import PromptType
 
 from sentcl.evaluation import STSEvaluator, load_task
-from sentcl.model import ModelConfig, SentenceEncoder
 from sentcl.integrations.mteb import MTEBEncoder
+from sentcl.model import ModelConfig, SentenceEncoder
 
 
 def stsb_dev_task(data_dir):
@@ -115,6 +115,6 @@ def test_sentcl_mteb_runs_named_tasks_and_writes_their_scores(
 
 
 def test_the_old_import_path_is_the_same_class():
-    from sentcl.mteb_encoder import MTEBEncoder as before
+    from sentcl.mteb_encoder import MTEBEncoder as OldPath
 
-    assert before is MTEBEncoder
+    assert OldPath is MTEBEncoder

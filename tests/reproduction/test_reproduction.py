@@ -10,9 +10,9 @@ import yaml
 from sentcl.analysis.report import ModelAnalysis
 from sentcl.config import ConfigError
 from sentcl.hardware import describe_machine
-from sentcl.reproduction import load_plan, reproduce
-from sentcl.reproduction.claims import Measured, judge
-from sentcl.reproduction.pipeline import Candidate, Stage, choose, read_stage
+from sentcl_reproduction import load_plan, reproduce
+from sentcl_reproduction.claims import Measured, judge
+from sentcl_reproduction.pipeline import Candidate, Stage, choose, read_stage
 from tests.conftest import SENTENCES
 
 ARCHITECTURE = {
@@ -161,7 +161,7 @@ def test_plan_runs_end_to_end_then_only_redoes_what_changed(setup, caplog):
     assert not list((tmp_path / "fresh").rglob("*.safetensors"))
     fresh["fit_max"] = 50  # the post-processed rows change; they need the encoder's weights, made again
     committed = (results / "encoders" / "raw" / "stage.json").read_text()
-    with caplog.at_level(logging.INFO, logger="sentcl.reproduction.pipeline"):
+    with caplog.at_level(logging.INFO, logger="sentcl_reproduction.pipeline"):
         _, refit = reproduce(write(tmp_path / "fresh.yaml", fresh), str(data_dir))
     ran = [o.name for o in refit if o.action == "ran"]
     assert ran[0] == "pretrain raw" and all("+" in n for n in ran[1:]) and len(ran) == 1 + 4
@@ -180,10 +180,10 @@ def test_plan_runs_end_to_end_then_only_redoes_what_changed(setup, caplog):
 
 
 def test_weights_made_again_that_score_differently_are_warned_about(tmp_path, caplog):
-    from sentcl.reproduction.pipeline import _check_regenerated
+    from sentcl_reproduction.pipeline import _check_regenerated
 
     before = {"best_metrics.stsb_dev_spearman": 82.68, "initial_metrics.stsb_dev_spearman": 81.61}
-    with caplog.at_level(logging.INFO, logger="sentcl.reproduction.pipeline"):
+    with caplog.at_level(logging.INFO, logger="sentcl_reproduction.pipeline"):
         _check_regenerated(tmp_path, before, before | {"best_metrics.stsb_dev_spearman": 82.71})
         assert "scores as the committed run did" in caplog.text and "WARNING" not in caplog.text
         _check_regenerated(tmp_path, before, before | {"best_metrics.stsb_dev_spearman": 82.40})
@@ -284,7 +284,7 @@ def test_the_candidates_are_every_pooler_times_the_grid(setup):
     ],
 )
 def test_the_grid_grows_at_the_end_that_holds_the_choice(setup, monkeypatch, score, tried, edge):
-    from sentcl.reproduction import pipeline
+    from sentcl_reproduction import pipeline
 
     tmp_path, plan, _ = setup
     plan["extend"] = {"training.learning_rate": [1e-5, 1e-4, 3e-2]}
@@ -315,7 +315,7 @@ def test_an_encoders_budget_goes_over_the_plans_for_its_methods_only(setup, monk
     from contextlib import nullcontext
     from types import SimpleNamespace
 
-    from sentcl.reproduction import pipeline
+    from sentcl_reproduction import pipeline
 
     tmp_path, plan, _ = setup
     plan["encoders"]["weak"] = {"model": "x", "budget": {"training.max_steps": 9}}
@@ -436,7 +436,7 @@ def test_the_leaderboard_draws_each_methods_own_start():
     """A method tested with avg is drawn against the avg start, not only against the best raw pooler's."""
     from types import SimpleNamespace
 
-    from sentcl.reproduction.document import _leaderboard
+    from sentcl_reproduction.document import _leaderboard
 
     def line(m, kind):
         return m, [SimpleNamespace(row=SimpleNamespace(kind=kind))]
@@ -557,7 +557,7 @@ def test_a_row_is_measured_again_when_the_evaluation_data_it_can_see_changes(
     the task's column appears; a second run on the same data measures nothing."""
     from types import SimpleNamespace
 
-    from sentcl.reproduction.pipeline import Row, measure_rows
+    from sentcl_reproduction.pipeline import Row, measure_rows
     from tests.conftest import stsb_rows, write_stsb
 
     plan = SimpleNamespace(
@@ -587,7 +587,7 @@ def test_a_row_is_measured_again_when_the_evaluation_data_it_can_see_changes(
 
 
 def test_a_row_stored_without_its_datas_fingerprint_is_judged_by_the_tasks_it_found(tmp_path):
-    from sentcl.reproduction.pipeline import measured_on_other_data
+    from sentcl_reproduction.pipeline import measured_on_other_data
 
     seen = dict.fromkeys(
         ["STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark test", "SICKRelatedness"]

@@ -9,6 +9,7 @@ import errno
 import logging
 import re
 import sys
+from importlib.metadata import entry_points
 
 from sentcl import __version__
 from sentcl.cli import (
@@ -20,7 +21,6 @@ from sentcl.cli import (
     index,
     mine,
     mteb,
-    reproduce,
     search,
     serve,
     train,
@@ -28,8 +28,14 @@ from sentcl.cli import (
 from sentcl.errors import UserError
 
 DESCRIPTION = "Contrastive learning of sentence embeddings: train, evaluate, analyze, encode, index, serve."
-#: the commands in the order ``sentcl --help`` lists them
-COMMANDS = (train, evaluate, encode, export, card, index, mine, mteb, search, serve, analyze, reproduce)
+#: the library's commands in the order ``sentcl --help`` lists them; commands of other installed parts
+#: (entry points of the group ``sentcl.commands``, e.g. ``reproduce`` of the study harness,
+#: sentcl_reproduction) follow, each a module with the same three names
+PLUGIN_GROUP = "sentcl.commands"
+COMMANDS = (
+    train, evaluate, encode, export, card, index, mine, mteb, search, serve, analyze,
+    *(point.load() for point in sorted(entry_points(group=PLUGIN_GROUP), key=lambda p: p.name)),
+)  # fmt: skip
 RUNNERS = {name: module.run_command for module in COMMANDS for name in module.NAMES}
 
 

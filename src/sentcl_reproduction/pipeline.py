@@ -34,9 +34,9 @@ from sentcl.hardware import describe_machine
 from sentcl.model import SentenceEncoder
 from sentcl.postprocess import POSTPROCESSORS, PostProcessedEmbedder, fit_postprocessor
 from sentcl.postprocess.corpus import fit_corpus
-from sentcl.reproduction.plan import MODEL_OF, EncoderSpec, MethodSpec, Plan, as_overrides, setting_label
 from sentcl.training.kinds import load_run_recipe, replace_training, run
 from sentcl.training.recipe import recipe_from_dict
+from sentcl_reproduction.plan import MODEL_OF, EncoderSpec, MethodSpec, Plan, as_overrides, setting_label
 
 logger = logging.getLogger(__name__)
 

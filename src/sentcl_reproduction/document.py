@@ -21,9 +21,9 @@ from sentcl.analysis.plots import (
 )
 from sentcl.analysis.report import ModelAnalysis, markdown_table
 from sentcl.atomic_write import atomic_file
-from sentcl.reproduction.claims import PAPER_STS, Measured, Verdict, judge
-from sentcl.reproduction.pipeline import MethodSearch, RowResult, StageOutcome, slug
-from sentcl.reproduction.plan import Plan
+from sentcl_reproduction.claims import PAPER_STS, Measured, Verdict, judge
+from sentcl_reproduction.pipeline import MethodSearch, RowResult, StageOutcome, slug
+from sentcl_reproduction.plan import Plan
 
 _TEST_SPLIT_TASKS = ("STSBenchmark", "SICKRelatedness")  # the 7-task table reads their test splits
 _MARK = {True: "holds", False: "**does not hold**", None: "not measured"}

@@ -10,8 +10,8 @@ import logging
 from pathlib import Path
 
 from sentcl.evaluation import resolve_data_dir
-from sentcl.reproduction.document import encoder_section, write_document
-from sentcl.reproduction.pipeline import (
+from sentcl_reproduction.document import encoder_section, write_document
+from sentcl_reproduction.pipeline import (
     Pending,
     Row,
     RowResult,
@@ -21,7 +21,7 @@ from sentcl.reproduction.pipeline import (
     measure_rows,
     plan_rows,
 )
-from sentcl.reproduction.plan import Plan, load_plan
+from sentcl_reproduction.plan import Plan, load_plan
 
 logger = logging.getLogger(__name__)
 

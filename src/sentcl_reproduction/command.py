@@ -24,7 +24,7 @@ def add_parser(commands) -> None:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    from sentcl.reproduction import reproduce
+    from sentcl_reproduction import reproduce
 
     report, outcomes = reproduce(args.plan, args.data_dir, report_only=args.report_only)
     for outcome in outcomes:

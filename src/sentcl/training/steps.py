@@ -72,34 +72,19 @@ class Outcome:
 
 def run_steps(loop, steps: Steps, context, device: torch.device, output_dir: Path, resume: bool) -> Outcome:
     """Data order → forward/backward → AdamW step, with logging, evaluation and checkpoints; exact resume
-    from ``output_dir/checkpoint``."""
+    from ``output_dir/checkpoint``. Read top to bottom: the schedule, the optimiser, where the run starts
+    (a checkpoint, or Child-Tuning_D's estimate), the logs, then the loop, one phase per line."""
     dataset, trained, objective = steps.dataset, steps.trained, steps.objective
-    whole, short = divmod(len(dataset), loop.batch_size)
-    if short and not steps.drop_last:
-        # Under torchrun each rank takes an equal slice (data/collate.py: rank_slice): the short last batch
-        # loses its remainder, and is dropped when that leaves a rank nothing.
-        lost = short % context.world_size
-        if lost and context.is_main:
-            logger.warning(
-                "each epoch's last batch: %d of the %d examples left out, so that the %d processes get "
-                "equal slices", lost, short, context.world_size,
-            )  # fmt: skip
-    batches_per_epoch = whole + (1 if short >= context.world_size and not steps.drop_last else 0)
-    if batches_per_epoch == 0:
-        raise ConfigError(
-            f"training.batch_size: {loop.batch_size} exceeds the {len(dataset)} examples (drop_last)"
-        )
-    total_steps = loop.max_steps if loop.max_steps > 0 else loop.epochs * batches_per_epoch
-    warmup = loop.warmup_steps or int(loop.warmup_ratio * total_steps)
+    plan = Schedule.of(loop, len(dataset), context, steps.drop_last)
     optimizer = build_optimizer(trained, loop.learning_rate, loop.weight_decay)
-    scheduler = build_scheduler(optimizer, warmup, total_steps)
-    order = torch.Generator().manual_seed(loop.seed)  # the data order, one permutation per epoch
-    streaming = isinstance(dataset, StreamingDataset)  # its order is its own (seed, epoch, block)
-    lengths = dataset.lengths() if steps.group_by_length else None
+    scheduler = build_scheduler(optimizer, plan.warmup, plan.total_steps)
+    order = BatchOrder(dataset, loop, context, plan.batches_per_epoch, steps.group_by_length)
+
+    # where the run starts
     state = LoopState()
     if resume:
         state, epoch_order_state = load_checkpoint(output_dir / "checkpoint", trained, optimizer, scheduler)
-        order.set_state(epoch_order_state)
+        order.generator.set_state(epoch_order_state)
         logger.info("resumed from %s at step %d", output_dir / "checkpoint", state.step)
     elif steps.child is not None and steps.child.config.mode == "D":
         trained.train()  # with dropout, as in training
@@ -111,9 +96,11 @@ def run_steps(loop, steps: Steps, context, device: torch.device, output_dir: Pat
             clip=loop.max_grad_norm,
         )
     logger.info(
-        "%d examples × %d views, %d steps of batch %d on %s", len(dataset), dataset.n_views, total_steps,
+        "%d examples × %d views, %d steps of batch %d on %s", len(dataset), dataset.n_views, plan.total_steps,
         loop.batch_size, device,
     )  # fmt: skip
+
+    # what the run writes as it goes
     trackers = None
     if loop.report_to and context.is_main:
         trackers = Trackers(loop.report_to, output_dir, steps.recipe, resume)
@@ -125,7 +112,7 @@ def run_steps(loop, steps: Steps, context, device: torch.device, output_dir: Pat
     )
     evaluate = steps.evaluate if context.is_main else None  # rank 0 evaluates, logs and saves
     progress = tqdm(
-        total=total_steps, initial=state.step, desc=steps.name, unit="step", disable=not context.is_main
+        total=plan.total_steps, initial=state.step, desc=steps.name, unit="step", disable=not context.is_main
     )
 
     def evaluation(step: int) -> dict[str, float]:
@@ -148,64 +135,31 @@ def run_steps(loop, steps: Steps, context, device: torch.device, output_dir: Pat
     chosen = precision.decide(loop.autocast, device)
     why = precision.reason(device) if precision.canonical(loop.autocast) == "auto" else "as the recipe says"
     logger.info("training.autocast %s: %s (%s)", precision.canonical(loop.autocast), chosen, why)
-    window, window_tokens, started = [], 0, time.perf_counter()
 
-    def epoch_batches(start: int):
-        """This rank's slice of every global batch of the current epoch from ``start`` on."""
-        if streaming:  # (drop_last: the epoch's short last batch is left out, as below)
-            stream = dataset.epoch_batches(
-                loop.seed, state.epoch, start, loop.batch_size, context.rank, context.world_size
-            )
-            yield from itertools.islice(stream, batches_per_epoch - start)
-            return
-        permutation = torch.randperm(len(dataset), generator=order)
-        if lengths is not None:  # steps.group_by_length
-            permutation = group_by_length(permutation, lengths, loop.batch_size, order)
-        for position in range(start, batches_per_epoch):
-            indices = permutation[position * loop.batch_size : (position + 1) * loop.batch_size]
-            indices = rank_slice(indices, context.rank, context.world_size)
-            yield dataset.collate([dataset[int(i)] for i in indices])
-
+    # the loop
+    window = LossWindow()  # its clock starts here: a log line's seconds count training, not evaluation
     try:
-        while state.step < total_steps:
-            epoch_order_state = order.get_state()
-            for position, batch in enumerate(epoch_batches(state.batch_in_epoch), start=state.batch_in_epoch):
+        while state.step < plan.total_steps:
+            epoch_order_state = order.generator.get_state()  # what a checkpoint of this epoch resumes from
+            for position, batch in enumerate(order.epoch(state), start=state.batch_in_epoch):
                 batch = batch.to(device)
                 with amp:
                     output = forward_backward(objective, batch, steps.gradcache_chunk)
-                if not torch.isfinite(output.loss):
-                    optimizer.zero_grad(set_to_none=True)
-                    raise TrainingError(
-                        f"step {state.step + 1}: loss is {output.loss.item()} (batch from "
-                        f"{dataset.describe(batch.indices)}); {UNTOUCHED}"
-                    )
-                distributed.average_gradients(trained, context)
-                if loop.max_grad_norm > 0:
-                    torch.nn.utils.clip_grad_norm_(trained.parameters(), loop.max_grad_norm)
-                if steps.child is not None:  # on the clipped gradients, as the reference's optimiser step
-                    steps.child.mask_gradients(state.step + 1)
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad(set_to_none=True)
+                update(
+                    output, batch, dataset, trained, optimizer, scheduler, loop, steps.child, context, state
+                )
                 state.step += 1
                 state.batch_in_epoch = position + 1
-                terms = {k: v.item() for k, v in output.terms.items()} | {"loss": output.loss.item()}
-                window.append({k: distributed.mean_over_ranks(v, context) for k, v in terms.items()})
-                window_tokens += int(batch.attention_mask.sum())  # real (non-padding) tokens, this rank
+                window.add(output, batch, context)
                 progress.update(1)
-                if state.step % loop.logging_steps == 0 or state.step == total_steps:
-                    means = {k: sum(w[k] for w in window) / len(window) for k in window[0]}
-                    elapsed = round(time.perf_counter() - started, 4)
-                    lr = scheduler.get_last_lr()[0]
-                    log.write(
-                        {"step": state.step, **means, "lr": lr, "seconds": elapsed, "tokens": window_tokens}
-                    )
+                at_end = state.step == plan.total_steps
+                if state.step % loop.logging_steps == 0 or at_end:
+                    means = window.flush(log, state.step, scheduler.get_last_lr()[0])
                     progress.set_description(f"{steps.name} loss {means['loss']:.3g}")
-                    window, window_tokens = [], 0
-                evaluates = loop.eval_steps and state.step % loop.eval_steps == 0
-                if evaluates or state.step == total_steps:  # before anything is evaluated or saved
+                evaluates = bool(loop.eval_steps) and (state.step % loop.eval_steps == 0 or at_end)
+                if evaluates or at_end:  # before anything is evaluated or saved
                     require_equal_replicas(trained, context, state.step)
-                if loop.eval_steps and (state.step % loop.eval_steps == 0 or state.step == total_steps):
+                if evaluates:
                     if evaluate is not None:
                         last = evaluation(state.step)
                     distributed.barrier(context)
@@ -213,7 +167,7 @@ def run_steps(loop, steps: Steps, context, device: torch.device, output_dir: Pat
                     save_checkpoint(
                         output_dir / "checkpoint", trained, optimizer, scheduler, state, epoch_order_state
                     )
-                if state.step >= total_steps:
+                if state.step >= plan.total_steps:
                     break
             else:
                 state.epoch, state.batch_in_epoch = state.epoch + 1, 0
@@ -221,6 +175,107 @@ def run_steps(loop, steps: Steps, context, device: torch.device, output_dir: Pat
         progress.close()
         log.close()
     return Outcome(state, log.records, last)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """How many steps a run takes: batches per epoch (the short last batch kept unless ``drop_last``),
+    total steps (``max_steps``, else ``epochs`` of batches) and warmup steps."""
+
+    batches_per_epoch: int
+    total_steps: int
+    warmup: int
+
+    @classmethod
+    def of(cls, loop, examples: int, context, drop_last: bool) -> Schedule:
+        whole, short = divmod(examples, loop.batch_size)
+        if short and not drop_last:
+            # Under torchrun each rank takes an equal slice (data/collate.py: rank_slice): the short last
+            # batch loses its remainder, and is dropped when that leaves a rank nothing.
+            lost = short % context.world_size
+            if lost and context.is_main:
+                logger.warning(
+                    "each epoch's last batch: %d of the %d examples left out, so that the %d processes get "
+                    "equal slices", lost, short, context.world_size,
+                )  # fmt: skip
+        batches_per_epoch = whole + (1 if short >= context.world_size and not drop_last else 0)
+        if batches_per_epoch == 0:
+            raise ConfigError(
+                f"training.batch_size: {loop.batch_size} exceeds the {examples} examples (drop_last)"
+            )
+        total_steps = loop.max_steps if loop.max_steps > 0 else loop.epochs * batches_per_epoch
+        return cls(batches_per_epoch, total_steps, loop.warmup_steps or int(loop.warmup_ratio * total_steps))
+
+
+class BatchOrder:
+    """The data order: one seeded permutation per epoch (grouped by length where asked), drawn from one
+    generator whose state a checkpoint keeps; a streamed dataset orders itself by (seed, epoch, block)."""
+
+    def __init__(self, dataset, loop, context, batches_per_epoch: int, by_length: bool):
+        self.dataset, self.loop, self.context = dataset, loop, context
+        self.batches_per_epoch = batches_per_epoch
+        self.generator = torch.Generator().manual_seed(loop.seed)
+        self.streaming = isinstance(dataset, StreamingDataset)
+        self.lengths = dataset.lengths() if by_length else None
+
+    def epoch(self, state: LoopState):
+        """This rank's slice of every global batch of the current epoch from ``state.batch_in_epoch`` on."""
+        loop, context, start = self.loop, self.context, state.batch_in_epoch
+        if self.streaming:  # (drop_last: the epoch's short last batch is left out, as below)
+            stream = self.dataset.epoch_batches(
+                loop.seed, state.epoch, start, loop.batch_size, context.rank, context.world_size
+            )
+            yield from itertools.islice(stream, self.batches_per_epoch - start)
+            return
+        permutation = torch.randperm(len(self.dataset), generator=self.generator)
+        if self.lengths is not None:
+            permutation = group_by_length(permutation, self.lengths, loop.batch_size, self.generator)
+        for position in range(start, self.batches_per_epoch):
+            indices = permutation[position * loop.batch_size : (position + 1) * loop.batch_size]
+            indices = rank_slice(indices, context.rank, context.world_size)
+            yield self.dataset.collate([self.dataset[int(i)] for i in indices])
+
+
+def update(output, batch, dataset, trained, optimizer, scheduler, loop, child, context, state) -> None:
+    """One optimiser step on the gradients ``forward_backward`` left: refused on a non-finite loss (nothing
+    updated), averaged over ranks, clipped, masked by Child-Tuning, applied, and the schedule advanced."""
+    if not torch.isfinite(output.loss):
+        optimizer.zero_grad(set_to_none=True)
+        raise TrainingError(
+            f"step {state.step + 1}: loss is {output.loss.item()} (batch from "
+            f"{dataset.describe(batch.indices)}); {UNTOUCHED}"
+        )
+    distributed.average_gradients(trained, context)
+    if loop.max_grad_norm > 0:
+        torch.nn.utils.clip_grad_norm_(trained.parameters(), loop.max_grad_norm)
+    if child is not None:  # on the clipped gradients, as the reference's optimiser step
+        child.mask_gradients(state.step + 1)
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
+class LossWindow:
+    """The loss terms of the steps since the last log line (means over ranks), the real tokens this rank
+    saw and the time they took."""
+
+    def __init__(self):
+        self.terms: list[dict[str, float]] = []
+        self.tokens = 0
+        self.started = time.perf_counter()
+
+    def add(self, output, batch, context) -> None:
+        terms = {k: v.item() for k, v in output.terms.items()} | {"loss": output.loss.item()}
+        self.terms.append({k: distributed.mean_over_ranks(v, context) for k, v in terms.items()})
+        self.tokens += int(batch.attention_mask.sum())  # real (non-padding) tokens, this rank
+
+    def flush(self, log: MetricsLog, step: int, lr: float) -> dict[str, float]:
+        """One log record of the window's means; the window starts again (its clock keeps running)."""
+        means = {k: sum(w[k] for w in self.terms) / len(self.terms) for k in self.terms[0]}
+        elapsed = round(time.perf_counter() - self.started, 4)
+        log.write({"step": step, **means, "lr": lr, "seconds": elapsed, "tokens": self.tokens})
+        self.terms, self.tokens = [], 0
+        return means
 
 
 def require_equal_replicas(trained: torch.nn.Module, context, step: int) -> None:

@@ -144,7 +144,7 @@ def count_step_flops(device: str) -> dict:
 
     from sentcl.data import ContrastiveDataset, Records
     from sentcl.model import ModelConfig, SentenceEncoder
-    from sentcl.objectives import InfoNCE, InfoNCEConfig
+    from sentcl.objectives import SimCSE, SimCSEConfig
 
     result = {}
     for unpad in (False, True):
@@ -154,7 +154,7 @@ def count_step_flops(device: str) -> dict:
         records = Records("pool", [(s,) for s in sentences], list(range(1, BATCH + 1)))
         dataset = ContrastiveDataset(records, encoder.tokenizer, MAX_LENGTH)
         batch = dataset.collate([dataset[i] for i in range(BATCH)]).to(device)
-        objective = InfoNCE(InfoNCEConfig(temperature=0.05), encoder)
+        objective = SimCSE(SimCSEConfig(temperature=0.05), encoder)
         with FlopCounterMode(display=False) as counter:
             objective(batch).loss.backward()
         result["unpadded_flops" if unpad else "flops"] = counter.get_total_flops()
@@ -572,7 +572,7 @@ def part_profile(device: str) -> dict:
     from sentcl import precision
     from sentcl.data import ContrastiveDataset, Records
     from sentcl.model import ModelConfig, SentenceEncoder, for_inference
-    from sentcl.objectives import InfoNCE, InfoNCEConfig
+    from sentcl.objectives import SimCSE, SimCSEConfig
     from sentcl.training.optim import build_optimizer
 
     chosen = precision.decide("auto", device)
@@ -581,7 +581,7 @@ def part_profile(device: str) -> dict:
     sentences = wiki(0, BATCH * (PROFILED_STEPS + 2))
     records = Records("pool", [(s,) for s in sentences], list(range(1, len(sentences) + 1)))
     dataset = ContrastiveDataset(records, encoder.tokenizer, MAX_LENGTH)
-    objective = InfoNCE(InfoNCEConfig(temperature=0.05), encoder)
+    objective = SimCSE(SimCSEConfig(temperature=0.05), encoder)
     optimizer = build_optimizer(objective, LR, 0.0)
 
     def step(index: int) -> None:

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from sentcl.config import ConfigError, from_dict
-from sentcl.objectives import InfoNCE
+from sentcl.objectives import SimCSE
 from sentcl.objectives.dclr import (
     DCLR,
     START,
@@ -52,7 +52,7 @@ def test_reduces_to_simcse_without_weights_or_noise(encoder):
     torch.manual_seed(1)
     z = torch.randn(6, 2, encoder.dimension)
     assert dclr.loss_from_embeddings(z, batch).loss.item() == pytest.approx(
-        InfoNCE().loss_from_embeddings(z).loss.item(), abs=1e-5
+        SimCSE().loss_from_embeddings(z).loss.item(), abs=1e-5
     )
 
 

@@ -6,7 +6,7 @@ import torch
 from sentcl.data import ContrastiveDataset, DataError, read_records
 from sentcl.objectives import EASEConfig, build_objective
 from sentcl.objectives.ease import EASE, ease_entity_loss, read_entity_vectors
-from sentcl.objectives.info_nce import info_nce_loss
+from sentcl.objectives.simcse import info_nce_loss
 from tests.objectives.helpers import tiny_encoder
 
 ROWS = [

@@ -6,12 +6,12 @@ import torch
 
 from sentcl.objectives import (
     AlignUniform,
-    DebiasedInfoNCE,
-    InfoNCE,
-    InfoNCEConfig,
+    DebiasedSimCSE,
     MoCo,
     MoCoConfig,
     NTXent,
+    SimCSE,
+    SimCSEConfig,
     VaSCL,
     VaSCLConfig,
 )
@@ -38,10 +38,10 @@ def test_cosine_matrix_is_fp32_inside_autocast():
 @pytest.mark.parametrize(
     "objective",
     [
-        InfoNCE(InfoNCEConfig(hard_negative_weight=2.0)),
-        InfoNCE(InfoNCEConfig(matryoshka_dims=[64, 8])),
+        SimCSE(SimCSEConfig(hard_negative_weight=2.0)),
+        SimCSE(SimCSEConfig(matryoshka_dims=[64, 8])),
         NTXent(),
-        DebiasedInfoNCE(),
+        DebiasedSimCSE(),
         AlignUniform(),
         VaSCL(VaSCLConfig(topk=3), dimension=64),
         VaSCL(VaSCLConfig(variant="paper", topk=3)),

@@ -3,8 +3,8 @@ import math
 import pytest
 import torch
 
-from sentcl.objectives import SGConfig, build_objective
-from sentcl.objectives.sg_opt import SelfGuided, pool_layers, sg_opt_loss
+from sentcl.objectives import SGOPTConfig, build_objective
+from sentcl.objectives.sg_opt import SGOPT, pool_layers, sg_opt_loss
 from tests.objectives.helpers import batch_of, tiny_encoder
 
 
@@ -47,8 +47,8 @@ def test_layer_pooling_ignores_padding():
 
 @pytest.mark.parametrize("optimised", [True, False])
 def test_trains_bert_t_only_and_the_regulariser_measures_the_drift(encoder, optimised):
-    objective = build_objective("sg_opt", SGConfig(projection_size=16, optimised=optimised), encoder)
-    assert isinstance(objective, SelfGuided)
+    objective = build_objective("sg_opt", SGOPTConfig(projection_size=16, optimised=optimised), encoder)
+    assert isinstance(objective, SGOPT)
     embeddings = encoder.backbone.get_input_embeddings().weight
     assert not embeddings.requires_grad  # layer 0 of BERT_T is frozen
     before = {k: v.clone() for k, v in encoder.state_dict().items()}
@@ -77,7 +77,7 @@ def test_trains_bert_t_only_and_the_regulariser_measures_the_drift(encoder, opti
 
 
 def test_sg_uses_one_layer_per_sentence(encoder):
-    objective = SelfGuided(SGConfig(projection_size=8, optimised=False, regularizer_weight=0), encoder)
+    objective = SGOPT(SGOPTConfig(projection_size=8, optimised=False, regularizer_weight=0), encoder)
     batch = batch_of(encoder, views=1)
     z = torch.randn(len(batch.input_ids), 1, encoder.dimension)
     torch.manual_seed(0)

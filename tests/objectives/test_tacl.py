@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from sentcl.objectives import TaCLConfig, build_objective
-from sentcl.objectives.mlm import MaskedLMObjective
+from sentcl.objectives.masked_lm import MaskedLMObjective
 from sentcl.objectives.tacl import TaCL, token_contrastive_loss
 from sentcl.training.gradcache import chunkable
 from tests.objectives.helpers import batch_of, tiny_encoder

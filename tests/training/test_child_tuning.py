@@ -127,10 +127,10 @@ def test_the_reference_scope_masks_what_alicemind_masks(tiny_model_dir):
     """AliceMind's ChildTuningAdamW: F masks every parameter of the optimiser (the MLP head too), D only the
     parameters named '*layer*' (the transformer layers; embeddings, pooler and heads stay free)."""
     from sentcl.model import ModelConfig
-    from sentcl.objectives import InfoNCE
+    from sentcl.objectives import SimCSE
 
     encoder = SentenceEncoder.from_config(ModelConfig(str(tiny_model_dir), pooler="cls"))
-    objective = InfoNCE(encoder=encoder)
+    objective = SimCSE(encoder=encoder)
     f = ChildTuning(ChildTuningConfig(mode="F"), encoder.backbone, optimised=objective)
     assert {id(p) for p in f.targets} == {id(p) for p in objective.parameters()}
     d = ChildTuning(ChildTuningConfig(mode="D"), encoder.backbone, optimised=objective)

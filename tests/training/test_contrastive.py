@@ -8,7 +8,7 @@ from sentcl.config import ConfigError
 from sentcl.data import Batch, DataError
 from sentcl.evaluation import STSEvaluator
 from sentcl.model import SentenceEncoder
-from sentcl.objectives import REGISTRY, InfoNCE, ObjectiveOutput
+from sentcl.objectives import REGISTRY, ObjectiveOutput, SimCSE
 from sentcl.training import TrainingError, recipe_from_dict, train
 from tests.conftest import SENTENCES
 
@@ -94,7 +94,7 @@ def test_non_empty_output_dir_is_refused(tmp_path, tiny_model_dir, wiki_file, st
 def test_non_finite_loss_stops_with_step_and_source_lines(
     tmp_path, tiny_model_dir, wiki_file, stsb_data_dir, monkeypatch
 ):
-    class Exploding(InfoNCE):
+    class Exploding(SimCSE):
         def loss_from_embeddings(self, embeddings, batch=None):
             return ObjectiveOutput(loss=embeddings.sum() * float("nan"))
 
@@ -115,7 +115,7 @@ def test_bad_training_file_fails_before_any_step(tmp_path, tiny_model_dir, stsb_
 def test_gradient_reaches_backbone_and_head(tiny_model_dir):
     encoder = SentenceEncoder.load(str(tiny_model_dir), pooler="avg")
     ids = torch.randint(5, 50, (3, 2, 6))
-    loss = InfoNCE(None, encoder.train())(Batch(ids, torch.ones_like(ids), torch.arange(3))).loss
+    loss = SimCSE(None, encoder.train())(Batch(ids, torch.ones_like(ids), torch.arange(3))).loss
     loss.backward()
     assert encoder.backbone.embeddings.word_embeddings.weight.grad.abs().sum() > 0
 

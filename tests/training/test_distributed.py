@@ -7,7 +7,7 @@ import torch.multiprocessing as mp
 
 from sentcl.data import Batch
 from sentcl.model import ModelConfig, SentenceEncoder
-from sentcl.objectives import DebiasedConfig, DebiasedInfoNCE, InfoNCE, InfoNCEConfig, NTXent
+from sentcl.objectives import DebiasedSimCSE, DebiasedSimCSEConfig, NTXent, SimCSE, SimCSEConfig
 from sentcl.training.distributed import DistributedContext, average_gradients, mean_over_ranks
 
 WORLD = 2
@@ -22,12 +22,12 @@ def build(model_dir: str):
 
 def make_objective(name: str, alpha: float):
     if name == "debiased":  # the reference's symmetric form: both views of every rank are gathered
-        return DebiasedInfoNCE(DebiasedConfig(temperature=0.5, class_prior=0.1))
+        return DebiasedSimCSE(DebiasedSimCSEConfig(temperature=0.5, class_prior=0.1))
     if name == "debiased-simcse-form":
-        return DebiasedInfoNCE(DebiasedConfig(temperature=0.5, class_prior=0.1, symmetric=False))
+        return DebiasedSimCSE(DebiasedSimCSEConfig(temperature=0.5, class_prior=0.1, symmetric=False))
     if name == "nt_xent":
         return NTXent()
-    return InfoNCE(InfoNCEConfig(temperature=0.05, hard_negative_weight=alpha))
+    return SimCSE(SimCSEConfig(temperature=0.05, hard_negative_weight=alpha))
 
 
 def step(encoder, ids, mask, views, alpha, name="simcse"):

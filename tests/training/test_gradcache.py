@@ -3,7 +3,7 @@ import torch
 
 from sentcl.data import Batch
 from sentcl.model import ModelConfig, SentenceEncoder
-from sentcl.objectives import InfoNCE
+from sentcl.objectives import SimCSE
 from sentcl.training.gradcache import forward_backward
 
 
@@ -62,7 +62,7 @@ def chunkwise_reference(encoder, objective, batch, chunk):
 
 def test_gradcache_equals_full_batch_with_dropout(encoder):
     encoder.train()
-    objective, batch = InfoNCE(None, encoder), make_batch()
+    objective, batch = SimCSE(None, encoder), make_batch()
     torch.manual_seed(123)
     reference = chunkwise_reference(encoder, objective, batch, chunk=4)
     expected, rng_after = grads(encoder), torch.get_rng_state()
@@ -79,7 +79,7 @@ def test_gradcache_equals_full_batch_with_dropout(encoder):
 
 def test_gradcache_equals_plain_single_pass_without_dropout(encoder):
     encoder.eval()  # no dropout: the plain one-pass batch is the reference
-    objective, batch = InfoNCE(None, encoder), make_batch()
+    objective, batch = SimCSE(None, encoder), make_batch()
     plain = forward_backward(objective, batch, chunk_size=0)
     expected = grads(encoder)
     encoder.zero_grad()
@@ -90,7 +90,7 @@ def test_gradcache_equals_plain_single_pass_without_dropout(encoder):
 
 
 def test_gradcache_holds_less_activation_memory(encoder):
-    objective, batch = InfoNCE(None, encoder), make_batch(size=24)
+    objective, batch = SimCSE(None, encoder), make_batch(size=24)
     with SavedTensorMeter() as plain:
         forward_backward(objective, batch, chunk_size=0)
     with SavedTensorMeter() as cached:

@@ -8,7 +8,7 @@ from sentcl.config import ConfigError
 from sentcl.data import DataError
 from sentcl.data.sentences import SentencesDataset, SentenceTokens
 from sentcl.model import SentenceEncoder
-from sentcl.objectives.mlm import mask_tokens
+from sentcl.objectives.masked_lm import mask_tokens
 from sentcl.training.kinds import replace_training
 from sentcl.training.pretrain import load_pretrain_recipe, pretrain
 from tests.conftest import SENTENCES

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 from sentcl.config import ConfigError
 from sentcl.objectives.base import ContrastiveConfig, ContrastiveObjective, ObjectiveOutput
-from sentcl.objectives.info_nce import InfoNCE, InfoNCEConfig
+from sentcl.objectives.simcse import SimCSE, SimCSEConfig
 
 
 @dataclass
@@ -58,7 +58,7 @@ class AlignUniform(ContrastiveObjective):
     def __init__(self, config: AlignUniformConfig | None = None, encoder=None, data=None):
         super().__init__(config or AlignUniformConfig(), encoder)
         c = self.config
-        self.info_nce = InfoNCE(InfoNCEConfig(temperature=c.temperature)) if c.info_nce_weight > 0 else None
+        self.info_nce = SimCSE(SimCSEConfig(temperature=c.temperature)) if c.info_nce_weight > 0 else None
 
     def loss_from_embeddings(self, embeddings: torch.Tensor, batch=None) -> ObjectiveOutput:
         c = self.config

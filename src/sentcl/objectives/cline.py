@@ -41,7 +41,7 @@ from sentcl.config import ConfigError
 from sentcl.data.wordnet_views import WordNetViewsDataset
 from sentcl.model import SentenceEncoder
 from sentcl.objectives.base import ContrastiveConfig, ObjectiveOutput
-from sentcl.objectives.mlm import MaskedLMObjective, mlm_term
+from sentcl.objectives.masked_lm import MaskedLMObjective, mlm_term
 from sentcl.objectives.similarity import full
 
 

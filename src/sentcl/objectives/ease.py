@@ -38,7 +38,7 @@ from sentcl.config import ConfigError, expand_path
 from sentcl.data import DataError
 from sentcl.model import SentenceEncoder
 from sentcl.objectives.base import ContrastiveConfig, ContrastiveObjective, ObjectiveOutput
-from sentcl.objectives.info_nce import info_nce_loss
+from sentcl.objectives.simcse import info_nce_loss
 from sentcl.objectives.similarity import cosine_matrix
 
 logger = logging.getLogger(__name__)

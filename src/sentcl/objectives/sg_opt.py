@@ -37,7 +37,7 @@ from sentcl.objectives.similarity import cosine_matrix
 
 
 @dataclass
-class SGConfig(ContrastiveConfig):
+class SGOPTConfig(ContrastiveConfig):
     temperature: float = 0.01
     #: λ of Σ ‖θ_T − θ_F‖²
     regularizer_weight: float = 0.1
@@ -87,8 +87,8 @@ def projection_head(hidden: int, size: int, init_std: float) -> nn.Sequential:
     return nn.Sequential(first, nn.GELU(), second, nn.GELU())
 
 
-class SelfGuided(ContrastiveObjective):
-    config: SGConfig
+class SGOPT(ContrastiveObjective):
+    config: SGOPTConfig
     matryoshka_refusal = "projects the full embedding with its own head"
     paper = "Kim, Yoo & Lee, Self-Guided Contrastive Learning for BERT Sentence Representations, ACL 2021"
     untrained_poolers: ClassVar[dict[str, str]] = {
@@ -96,8 +96,8 @@ class SelfGuided(ContrastiveObjective):
         "not have; use cls_before_pooler (the paper's last-layer [CLS]) or avg"
     }
 
-    def __init__(self, config: SGConfig | None = None, encoder: SentenceEncoder | None = None, data=None):
-        super().__init__(config or SGConfig(), encoder)
+    def __init__(self, config: SGOPTConfig | None = None, encoder: SentenceEncoder | None = None, data=None):
+        super().__init__(config or SGOPTConfig(), encoder)
         c, encoder = self.config, self.require_encoder()
         self.fixed = encoder.frozen_copy()  # BERT_F
         if c.freeze_embeddings:

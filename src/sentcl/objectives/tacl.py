@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 from sentcl.model import SentenceEncoder
 from sentcl.objectives.base import ContrastiveConfig, ObjectiveOutput
-from sentcl.objectives.mlm import MaskedLMObjective, head_loss, mask_tokens
+from sentcl.objectives.masked_lm import MaskedLMObjective, head_loss, mask_tokens
 from sentcl.objectives.similarity import fp32_products, full
 
 

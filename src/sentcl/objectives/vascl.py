@@ -36,8 +36,8 @@ from torch import nn
 
 from sentcl.config import ConfigError
 from sentcl.objectives.base import ContrastiveConfig, ContrastiveObjective, ObjectiveOutput
-from sentcl.objectives.info_nce import info_nce_loss
 from sentcl.objectives.nt_xent import nt_xent_loss
+from sentcl.objectives.simcse import info_nce_loss
 from sentcl.objectives.similarity import cosine_matrix, fp32_products, full, gather_with_grad
 
 #: each variant's radius: the reference's ε = ξ = 15 (absolute), the paper reading's 0.1 × ‖h_i‖

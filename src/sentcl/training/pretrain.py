@@ -40,7 +40,7 @@ from sentcl.data.sentences import SentencesDataset, SentenceTokens
 from sentcl.embedder import CachedEmbedder
 from sentcl.model import ModelLoadError, SentenceEncoder, split_mlm_model, use_fast_dropout
 from sentcl.model.backbone import check_positions, resolve_model_path
-from sentcl.objectives.mlm import MaskedLM, MaskedLMConfig
+from sentcl.objectives.masked_lm import MaskedLM, MaskedLMConfig
 from sentcl.training.guards import finite_evaluation, require_finite_metric, require_finite_weights
 from sentcl.training.model_card import write_pretrained_card
 from sentcl.training.recipe import RunConfig
@@ -227,7 +227,7 @@ class PretrainResult:
 
 
 def pretrain(config: PretrainConfig) -> PretrainResult:
-    """The masked-LM objective (``objectives/mlm.py``) run by the training loop (``run_steps``): only the
+    """The masked-LM objective (``masked_lm.py``) run by the training loop (``run_steps``): only the
     model (an ``AutoModelForMaskedLM``), the data (held-out sentences apart), the evaluation (held-out MLM
     loss, an STS probe) and what is saved (the final model with its head) are pre-training's own."""
     with running(config.training, torchrun=False) as start:

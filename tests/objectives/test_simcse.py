@@ -4,7 +4,7 @@ import pytest
 import torch
 from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
-from sentcl.objectives import InfoNCE, InfoNCEConfig, info_nce_loss
+from sentcl.objectives import SimCSE, SimCSEConfig, info_nce_loss
 
 
 def naive_info_nce(anchor, positive, negative=None, temperature=0.05, alpha=1.0) -> float:
@@ -32,7 +32,7 @@ def naive_info_nce(anchor, positive, negative=None, temperature=0.05, alpha=1.0)
 def test_equals_loop_reference(views, alpha):
     torch.manual_seed(0)
     embeddings = torch.randn(6, views, 8, dtype=torch.float64)
-    objective = InfoNCE(InfoNCEConfig(temperature=0.1, hard_negative_weight=alpha))
+    objective = SimCSE(SimCSEConfig(temperature=0.1, hard_negative_weight=alpha))
     loss = objective.loss_from_embeddings(embeddings).loss
     negative = embeddings[:, 2] if views == 3 else None
     expected = naive_info_nce(embeddings[:, 0], embeddings[:, 1], negative, temperature=0.1, alpha=alpha)
@@ -51,7 +51,7 @@ def test_alpha_only_weights_the_matching_hard_negative():
 def test_closed_form_identical_embeddings(views, expected):
     # all logits equal → the softmax is uniform over the B (or 2B) candidates
     embeddings = torch.ones(8, views, 4)
-    loss = InfoNCE().loss_from_embeddings(embeddings).loss
+    loss = SimCSE().loss_from_embeddings(embeddings).loss
     assert loss.item() == pytest.approx(expected, rel=1e-6)
 
 
@@ -59,7 +59,7 @@ def test_closed_form_identical_embeddings(views, expected):
 def test_equals_sentence_transformers_mnrl(views):
     torch.manual_seed(2)
     embeddings = torch.randn(16, views, 32)
-    ours = InfoNCE(InfoNCEConfig(temperature=0.05)).loss_from_embeddings(embeddings).loss
+    ours = SimCSE(SimCSEConfig(temperature=0.05)).loss_from_embeddings(embeddings).loss
     peer = MultipleNegativesRankingLoss(model=None, scale=20.0)
     theirs = peer.compute_loss_from_embeddings([embeddings[:, v] for v in range(views)], labels=None)
     assert ours.item() == pytest.approx(theirs.item(), abs=1e-5)
@@ -68,7 +68,7 @@ def test_equals_sentence_transformers_mnrl(views):
 def test_loss_decreases_under_sgd():
     torch.manual_seed(3)
     embeddings = torch.randn(8, 2, 16, requires_grad=True)
-    objective = InfoNCE()
+    objective = SimCSE()
     optimizer = torch.optim.SGD([embeddings], lr=0.5)
     losses = []
     for _ in range(20):
@@ -82,7 +82,7 @@ def test_loss_decreases_under_sgd():
 
 def test_gradient_reaches_every_view_and_terms_are_named():
     embeddings = torch.randn(4, 3, 8, requires_grad=True)
-    output = InfoNCE().loss_from_embeddings(embeddings)
+    output = SimCSE().loss_from_embeddings(embeddings)
     output.loss.backward()
     assert output.loss.shape == ()
     assert set(output.terms) == {"info_nce"}
@@ -92,14 +92,14 @@ def test_gradient_reaches_every_view_and_terms_are_named():
 
 def test_rejects_wrong_view_count():
     with pytest.raises(ValueError, match="2 or 3 views"):
-        InfoNCE().loss_from_embeddings(torch.randn(4, 1, 8))
+        SimCSE().loss_from_embeddings(torch.randn(4, 1, 8))
 
 
 def test_every_contrastive_objective_shares_one_temperature_key_and_check():
     from sentcl.config import ConfigError, from_dict
     from sentcl.objectives import REGISTRY
     from sentcl.objectives.base import ContrastiveConfig
-    from sentcl.objectives.mlm import MaskedLMConfig
+    from sentcl.objectives.masked_lm import MaskedLMConfig
 
     for name, (_, config_class) in REGISTRY.items():
         if config_class is MaskedLMConfig:  # masked-LM pre-training compares no vectors: no temperature

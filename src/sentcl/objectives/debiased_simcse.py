@@ -40,7 +40,7 @@ TYPICAL_POSITIVE, TYPICAL_NEGATIVE = 0.85, 0.5
 
 
 @dataclass
-class DebiasedConfig(ContrastiveConfig):
+class DebiasedSimCSEConfig(ContrastiveConfig):
     #: the reference's τ (chingyaoc/DCL main.py: --temperature 0.5); SimCSE's 0.05 floors every anchor
     temperature: float = 0.5
     #: τ⁺: the probability that an in-batch negative is a positive (the paper's class prior)
@@ -87,16 +87,16 @@ def debiased_info_nce_loss(
     return (torch.log(pos + corrected) - logits[rows, positive]).mean(), at_floor
 
 
-class DebiasedInfoNCE(ContrastiveObjective):
+class DebiasedSimCSE(ContrastiveObjective):
     """``symmetric`` (the reference): both views anchor against every other embedding; else view 0 anchors
     and the other anchors' positives are the negatives."""
 
-    config: DebiasedConfig
+    config: DebiasedSimCSEConfig
 
     paper = "Chuang, Robinson, Lin, Torralba & Jegelka, Debiased Contrastive Learning, NeurIPS 2020"
 
-    def __init__(self, config: DebiasedConfig | None = None, encoder=None, data=None):
-        super().__init__(config or DebiasedConfig(), encoder)
+    def __init__(self, config: DebiasedSimCSEConfig | None = None, encoder=None, data=None):
+        super().__init__(config or DebiasedSimCSEConfig(), encoder)
         c = self.config
         if floors_a_typical_anchor(c.temperature, c.class_prior):
             logger.warning(

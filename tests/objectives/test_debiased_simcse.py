@@ -5,8 +5,8 @@ import torch
 import torch.nn.functional as F
 
 from sentcl.config import ConfigError
-from sentcl.objectives import DebiasedConfig, DebiasedInfoNCE, InfoNCE, NTXent
-from sentcl.objectives.debiased import debiased_info_nce_loss
+from sentcl.objectives import DebiasedSimCSE, DebiasedSimCSEConfig, NTXent, SimCSE
+from sentcl.objectives.debiased_simcse import debiased_info_nce_loss
 
 
 def by_the_equation(z: torch.Tensor, temperature: float, prior: float, symmetric: bool) -> float:
@@ -33,17 +33,17 @@ def by_the_equation(z: torch.Tensor, temperature: float, prior: float, symmetric
 def test_equals_the_equation(temperature, prior, symmetric):
     torch.manual_seed(0)
     z = torch.randn(6, 2, 8, dtype=torch.float64)
-    config = DebiasedConfig(temperature=temperature, class_prior=prior, symmetric=symmetric)
-    got = DebiasedInfoNCE(config).loss_from_embeddings(z)
+    config = DebiasedSimCSEConfig(temperature=temperature, class_prior=prior, symmetric=symmetric)
+    got = DebiasedSimCSE(config).loss_from_embeddings(z)
     assert got.loss.item() == pytest.approx(by_the_equation(z, temperature, prior, symmetric), abs=1e-6)
 
 
 def test_no_prior_is_nt_xent_or_simcse_and_the_floor_holds():
     torch.manual_seed(1)
     z = torch.randn(8, 2, 16)
-    for symmetric, plain in ((True, NTXent()), (False, InfoNCE())):
-        config = DebiasedConfig(class_prior=0.0, temperature=0.05, symmetric=symmetric)
-        got = DebiasedInfoNCE(config).loss_from_embeddings(z).loss.item()
+    for symmetric, plain in ((True, NTXent()), (False, SimCSE())):
+        config = DebiasedSimCSEConfig(class_prior=0.0, temperature=0.05, symmetric=symmetric)
+        got = DebiasedSimCSE(config).loss_from_embeddings(z).loss.item()
         assert got == pytest.approx(plain.loss_from_embeddings(z).loss.item(), abs=1e-5)
     # orthogonal sentences, each its own positive: with τ⁺ = 0.5 the corrected term is negative and the
     # floor N·e^{−1/τ} holds instead (τ = 1)
@@ -82,30 +82,30 @@ def test_the_default_trains_on_a_realistic_batch_where_simcse_tau_does_not():
     cos = F.cosine_similarity(z[:, 0], z[:, 1]).mean().item()
     cross = F.cosine_similarity(z[:1, 0], z[1:, 1]).mean().item()
     assert cos == pytest.approx(0.84, abs=0.03) and cross == pytest.approx(0.48, abs=0.05)
-    info_nce = grad_norm(InfoNCE(), z)
-    floored = DebiasedInfoNCE(DebiasedConfig(temperature=0.05, symmetric=False))
+    info_nce = grad_norm(SimCSE(), z)
+    floored = DebiasedSimCSE(DebiasedSimCSEConfig(temperature=0.05, symmetric=False))
     out = floored.loss_from_embeddings(z)
     assert out.terms["floor_share"].item() == 1.0 and out.loss.item() < 1e-6
     assert grad_norm(floored, z) < 1e-4 * info_nce
-    default = DebiasedInfoNCE()
+    default = DebiasedSimCSE()
     out = default.loss_from_embeddings(z)
     assert out.terms["floor_share"].item() == 0.0 and out.loss.item() > 1.0
     assert grad_norm(default, z) > 0.1 * info_nce
 
 
 def test_a_temperature_that_floors_a_typical_anchor_is_warned_about(caplog):
-    DebiasedInfoNCE(DebiasedConfig(temperature=0.05))
+    DebiasedSimCSE(DebiasedSimCSEConfig(temperature=0.05))
     assert "sits at its floor" in caplog.text
     caplog.clear()
-    DebiasedInfoNCE()
-    DebiasedInfoNCE(DebiasedConfig(temperature=0.05, class_prior=0.0))
+    DebiasedSimCSE()
+    DebiasedSimCSE(DebiasedSimCSEConfig(temperature=0.05, class_prior=0.0))
     assert caplog.text == ""
 
 
 def test_gradients_reach_both_views_and_bad_prior_is_refused():
     for symmetric in (True, False):
         z = torch.randn(5, 2, 8, requires_grad=True)
-        DebiasedInfoNCE(DebiasedConfig(symmetric=symmetric)).loss_from_embeddings(z).loss.backward()
+        DebiasedSimCSE(DebiasedSimCSEConfig(symmetric=symmetric)).loss_from_embeddings(z).loss.backward()
         assert z.grad[:, 0].abs().sum() > 0 and z.grad[:, 1].abs().sum() > 0
     with pytest.raises(ConfigError, match="class_prior"):
-        DebiasedConfig(class_prior=1.0).validate()
+        DebiasedSimCSEConfig(class_prior=1.0).validate()

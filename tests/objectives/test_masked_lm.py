@@ -4,8 +4,8 @@ import torch.nn.functional as F
 from transformers import BertConfig, BertForMaskedLM
 
 from sentcl.model import ModelConfig, SentenceEncoder
-from sentcl.objectives import InfoNCE, InfoNCEConfig, build_objective
-from sentcl.objectives.mlm import WithMLM, head_loss, mask_tokens
+from sentcl.objectives import SimCSE, SimCSEConfig, build_objective
+from sentcl.objectives.masked_lm import WithMLM, head_loss, mask_tokens
 from sentcl.training.gradcache import chunkable
 from tests.objectives.helpers import batch_of, tiny_encoder
 
@@ -67,7 +67,7 @@ def test_loss_equals_full_vocabulary_reference(encoder):
 
 
 def test_with_mlm_adds_lambda_times_mlm_and_trains_the_backbone(encoder):
-    objective = build_objective("simcse", InfoNCEConfig(mlm_weight=0.1), encoder)
+    objective = build_objective("simcse", SimCSEConfig(mlm_weight=0.1), encoder)
     assert isinstance(objective, WithMLM) and not chunkable(objective)  # its MLM pass has its own graph
     batch = batch_of(encoder, views=2)
     torch.manual_seed(2)
@@ -100,6 +100,6 @@ def test_mlm_loss_decreases_under_adam(encoder):
 
 
 def test_plain_objective_unchanged_without_mlm(encoder):
-    assert isinstance(build_objective("simcse", InfoNCEConfig(), encoder), InfoNCE)
+    assert isinstance(build_objective("simcse", SimCSEConfig(), encoder), SimCSE)
     z = torch.randn(4, 2, 8)
-    assert build_objective("simcse", InfoNCEConfig(), encoder).loss_from_embeddings(z).loss.isfinite()
+    assert build_objective("simcse", SimCSEConfig(), encoder).loss_from_embeddings(z).loss.isfinite()

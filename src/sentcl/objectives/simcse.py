@@ -24,7 +24,7 @@ from sentcl.objectives.similarity import cosine_matrix, gather_with_grad
 
 
 @dataclass
-class InfoNCEConfig(ContrastiveConfig):
+class SimCSEConfig(ContrastiveConfig):
     #: α: weight of each anchor's own hard negative in the denominator (V=3 only); 1 = unweighted.
     hard_negative_weight: float = 1.0
 
@@ -54,15 +54,15 @@ def info_nce_loss(
     return F.cross_entropy(logits, offset + rows)
 
 
-class InfoNCE(ContrastiveObjective):
+class SimCSE(ContrastiveObjective):
     """SimCSE's loss on encoded views: view 0 anchors, view 1 positives, view 2 hard negatives."""
 
-    config: InfoNCEConfig
+    config: SimCSEConfig
 
     paper = "Gao, Yao & Chen, SimCSE: Simple Contrastive Learning of Sentence Embeddings, EMNLP 2021"
 
-    def __init__(self, config: InfoNCEConfig | None = None, encoder=None, data=None):
-        super().__init__(config or InfoNCEConfig(), encoder)
+    def __init__(self, config: SimCSEConfig | None = None, encoder=None, data=None):
+        super().__init__(config or SimCSEConfig(), encoder)
 
     def loss_from_embeddings(self, embeddings: torch.Tensor, batch=None) -> ObjectiveOutput:
         views = embeddings.shape[1]

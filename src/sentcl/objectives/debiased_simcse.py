@@ -1,4 +1,5 @@
-"""Debiased InfoNCE (Chuang, Robinson, Lin, Torralba & Jegelka, NeurIPS 2020), on SimCSE's views.
+"""Debiased SimCSE: the debiased contrastive loss (Chuang, Robinson, Lin, Torralba & Jegelka, NeurIPS
+2020), on SimCSE's views.
 
 In-batch negatives are drawn from the data, so with probability τ⁺ (the class prior) a "negative" shares
 the anchor's meaning. The negative term of InfoNCE is corrected with the positive's score:

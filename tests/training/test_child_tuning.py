@@ -131,12 +131,12 @@ def test_the_reference_scope_masks_what_alicemind_masks(tiny_model_dir):
 
     encoder = SentenceEncoder.from_config(ModelConfig(str(tiny_model_dir), pooler="cls"))
     objective = SimCSE(encoder=encoder)
-    f = ChildTuning(ChildTuningConfig(mode="F"), encoder.backbone, optimised=objective)
+    f = ChildTuning(ChildTuningConfig(mode="F"), encoder.backbone, optimized=objective)
     assert {id(p) for p in f.targets} == {id(p) for p in objective.parameters()}
-    d = ChildTuning(ChildTuningConfig(mode="D"), encoder.backbone, optimised=objective)
+    d = ChildTuning(ChildTuningConfig(mode="D"), encoder.backbone, optimized=objective)
     layers = {id(p) for n, p in encoder.backbone.named_parameters() if n.startswith("encoder.layer.")}
     assert {id(p) for p in d.targets} == layers and layers
-    both = ChildTuning(ChildTuningConfig(mode="D", scope="backbone"), encoder.backbone, optimised=objective)
+    both = ChildTuning(ChildTuningConfig(mode="D", scope="backbone"), encoder.backbone, optimized=objective)
     assert {id(p) for p in both.targets} == {id(p) for p in encoder.backbone.parameters()}
     with pytest.raises(ConfigError, match="no trainable parameter to mask"):
         ChildTuning(ChildTuningConfig(mode="D"), nn.Linear(3, 3))

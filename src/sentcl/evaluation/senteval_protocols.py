@@ -258,14 +258,14 @@ def _stacked_group(config: ProbeConfig, x: np.ndarray, y: np.ndarray, fits: list
         labels = torch.tensor(y, dtype=torch.long)
         train_index = torch.from_numpy(train)
         dev_index, dev_mask, dev_size = _padded(validation)
-        optimiser = _Adam([weight], torch.tensor([f.reg for f in fits], dtype=torch.float32))
+        optimizer = _Adam([weight], torch.tensor([f.reg for f in fits], dtype=torch.float32))
         best = torch.full((members,), -1.0)
         best_weight = weight.clone()
         stale = torch.zeros(members, dtype=torch.long)
         alive = torch.arange(members)  # the members still training
         epoch = 0
         while len(alive) and epoch <= c.max_epoch:
-            (weight,) = optimiser.params
+            (weight,) = optimizer.params
             minus_one = torch.full((len(alive), 1, c.batch_size), -1.0)
             for _ in range(c.epoch_size):
                 order = train_index[:, torch.from_numpy(rng.permutation(train_index.shape[1]))]
@@ -278,7 +278,7 @@ def _stacked_group(config: ProbeConfig, x: np.ndarray, y: np.ndarray, fits: list
                     delta = torch.softmax(torch.bmm(weight, batch.transpose(1, 2)), dim=1)
                     delta.scatter_add_(1, target, minus_one[..., :size])  # softmax - one-hot: cross-entropy's
                     delta /= size  # gradient, for the mean over the batch
-                    optimiser.step([torch.bmm(delta, batch)])
+                    optimizer.step([torch.bmm(delta, batch)])
             epoch += c.epoch_size
             logits = torch.bmm(weight, features[dev_index].transpose(1, 2))  # [G, C, V]
             right = ((logits.argmax(1) == labels[dev_index]) & dev_mask).sum(1).float()
@@ -297,7 +297,7 @@ def _stacked_group(config: ProbeConfig, x: np.ndarray, y: np.ndarray, fits: list
                     dev_mask[keep],
                     dev_size[keep],
                 )
-                optimiser.keep(keep)
+                optimizer.keep(keep)
         return [(w[:, :-1].contiguous().numpy(), w[:, -1].contiguous().numpy()) for w in best_weight]
 
 

@@ -31,8 +31,8 @@ class AllButTheTop(PostProcessor):
     def transform(self, embeddings: np.ndarray) -> np.ndarray:
         if self.mean is None or self.directions is None:
             raise RuntimeError("AllButTheTop: fit before transform")
-        centred = np.asarray(embeddings, dtype=np.float64) - self.mean
-        return centred - (centred @ self.directions.T) @ self.directions
+        centered = np.asarray(embeddings, dtype=np.float64) - self.mean
+        return centered - (centered @ self.directions.T) @ self.directions
 
     def options(self) -> dict:
         return {"n_components": self.n_components}

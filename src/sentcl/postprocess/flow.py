@@ -28,7 +28,7 @@ class ActNorm(nn.Module):
         self.log_scale = nn.Parameter(torch.zeros(dim))
 
     @torch.no_grad()
-    def initialise(self, x: torch.Tensor) -> None:
+    def initialize(self, x: torch.Tensor) -> None:
         self.bias.copy_(-x.mean(0))
         self.log_scale.copy_(-torch.log(x.std(0) + 1e-6))
 
@@ -101,10 +101,10 @@ class GlowFlow(nn.Module):
         return -0.5 * (z**2 + math.log(2 * math.pi)).sum(1) + log_det
 
     @torch.no_grad()
-    def initialise(self, x: torch.Tensor) -> None:
+    def initialize(self, x: torch.Tensor) -> None:
         for layer in self.layers:
             if isinstance(layer, ActNorm):
-                layer.initialise(x)
+                layer.initialize(x)
             x, _ = layer(x)
 
 
@@ -152,7 +152,7 @@ class Flow(PostProcessor):
         self.dim = x.shape[1]
         torch.manual_seed(self.seed)
         self.model = GlowFlow(self.dim, self.n_steps, self.hidden, self.seed)
-        self.model.initialise(x[: min(len(x), 4096)])
+        self.model.initialize(x[: min(len(x), 4096)])
         optimizer = torch.optim.Adam(self.model.parameters(), lr=self.learning_rate)
         generator = torch.Generator().manual_seed(self.seed)
         self.history = [self._mean_log_likelihood(x)]

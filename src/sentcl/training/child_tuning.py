@@ -66,9 +66,9 @@ class ChildTuning(nn.Module):
         config: ChildTuningConfig,
         backbone: nn.Module,
         seed: int = 0,
-        optimised: nn.Module | None = None,
+        optimized: nn.Module | None = None,
     ):
-        """``backbone``: the encoder's transformer; ``optimised``: everything the optimiser updates (F's
+        """``backbone``: the encoder's transformer; ``optimized``: everything the optimiser updates (F's
         targets under ``scope: reference``; the backbone where it is not given). F's masks of step t come
         from a generator seeded by (``seed``, t): the same on every rank and after a resume."""
         super().__init__()
@@ -76,7 +76,7 @@ class ChildTuning(nn.Module):
             raise ValueError("Child-Tuning is off")
         self.config = config
         self.seed = seed
-        self.targets = [p for p in targets(config, backbone, optimised) if p.requires_grad]
+        self.targets = [p for p in targets(config, backbone, optimized) if p.requires_grad]
         if not self.targets:
             raise ConfigError(
                 "training.child_tuning: no trainable parameter to mask (scope: reference masks, for D, the "
@@ -154,11 +154,11 @@ class ChildTuning(nn.Module):
 
 
 def targets(
-    config: ChildTuningConfig, backbone: nn.Module, optimised: nn.Module | None
+    config: ChildTuningConfig, backbone: nn.Module, optimized: nn.Module | None
 ) -> list[nn.Parameter]:
     """The parameters whose gradients are masked (see the module's docstring)."""
     if config.scope == "backbone":
         return list(backbone.parameters())
     if config.mode == "F":
-        return list((optimised if optimised is not None else backbone).parameters())
+        return list((optimized if optimized is not None else backbone).parameters())
     return [parameter for name, parameter in backbone.named_parameters() if "layer" in name]

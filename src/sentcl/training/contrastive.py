@@ -117,7 +117,7 @@ def _train(config: TrainConfig, start, also_measure) -> TrainResult:
     )  # same initial weights everywhere, other dropout masks per rank
     child = None
     if loop.child_tuning.mode != "off":
-        child = ChildTuning(loop.child_tuning, encoder.backbone, loop.seed, optimised=objective)
+        child = ChildTuning(loop.child_tuning, encoder.backbone, loop.seed, optimized=objective)
 
     def evaluate(step: int) -> dict:
         with finite_evaluation(step):

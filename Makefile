@@ -43,7 +43,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks scripts
 	$(BIN)/ruff format --check src tests benchmarks scripts
 	$(BIN)/lint-imports
-	$(BIN)/mypy src/sentcl/objectives src/sentcl/model src/sentcl/training src/sentcl/search src/sentcl/errors.py
+	$(BIN)/mypy src/sentcl src/sentcl_reproduction
 
 $(CHROMIUM):
 	$(SUDO) apt-get update -qq

@@ -54,7 +54,7 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             allowed = ", ".join(repr(a) for a in get_args(tp))
             raise ConfigError(f"{key}: {shown(value)} is not one of {allowed}")
         return value
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if isinstance(value, tp):
             return value
         if not isinstance(value, dict):

@@ -25,6 +25,7 @@ keyword, ``output_value`` other than sentence embeddings, a ``truncate_dim`` bel
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -100,6 +101,19 @@ class SentenceTransformersContract:
     truncate_dim: int | None = None
     _similarity_fn_name: str | None = None
 
+    if TYPE_CHECKING:  # what a subclass gives
+
+        @property
+        def dimension(self) -> int: ...
+
+        source: str | None
+        prompts: dict[str, str]
+        tokenizer: Any
+
+        def _place(self, device: str) -> None: ...
+
+        def _embed(self, sentences: list[str], batch_size: int, show_progress: bool | None) -> np.ndarray: ...
+
     # ------------------------------------------------------------------------------------- encode
     def encode(
         self,
@@ -162,6 +176,7 @@ class SentenceTransformersContract:
             vectors = np.ascontiguousarray(vectors)
             if precision != "float32":
                 vectors = quantize(vectors, precision)
+        result: Any
         if convert_to_tensor:
             result = torch.from_numpy(vectors) if texts else torch.tensor([])
         elif convert_to_numpy:

@@ -175,6 +175,7 @@ def search_verdicts(searches: Sequence[MethodSearch]) -> str:
         if best.best_step == 0:
             run = "the start (training never beat it)"
         elif best.at_horizon:
+            assert best.steps is not None  # (at_horizon says so)
             gain = _last_gain(best)
             run = f"**no: best at the last step ({best.best_step}); still improving at the horizon**" + (
                 f" (+{gain:.2f} over its last {best.steps - _previous_eval(best)} steps)"
@@ -382,12 +383,8 @@ def encoder_section(
             f"![pre-training loss]({link / f'{key}_pretraining.png'})",
             "",
         ]
-    verdicts = judge(
-        *(roles[r] for r in ("raw_same", "raw_best", "unsup", "sup", "whitening", "flow", "post_base")),
-        post_best=roles["post_best"],
-        unsup_same=roles["unsup_same"],
-        sup_same=roles["sup_same"],
-    )
+    names = ("raw_same", "raw_best", "unsup", "sup", "whitening", "flow", "post_base")
+    verdicts = judge(**{name: roles[name] for name in (*names, "post_best", "unsup_same", "sup_same")})
     missing = next((r.missing for r in results if r.missing), {})
     parts += [
         "### STS (Spearman ×100)",

@@ -241,14 +241,14 @@ def build_encoder(
     """(model folder or id, key, pre-training folder) of an encoder, pre-training it if needed."""
     if spec.pretrain is None:
         return spec.model, _model_key(spec.model), None
-    overrides = as_overrides(spec.overrides)
+    recipe_file, overrides = spec.pretrain, as_overrides(spec.overrides)
     key = pretrain_key(spec)
     folder = plan.output_dir / "encoders" / slug(spec.name)
 
     def produce(force: bool = False) -> None:
         with Stage(folder, key, f"pretrain {spec.name}", outcomes, force, plan) as stage:
             if stage.needed:
-                run_stage("pretrain", load_run_recipe("pretrain", spec.pretrain, overrides), stage, data_dir)
+                run_stage("pretrain", load_run_recipe("pretrain", recipe_file, overrides), stage, data_dir)
 
     produce()
     plan.producers[str(folder / "model")] = lambda: produce(force=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
@@ -63,6 +64,7 @@ def run_command(args: argparse.Namespace) -> int:
     given = _read_ranges(args.ranges) if args.ranges else None
     calibration = [row[0] for row in read_sentences(args.calibration).rows] if args.calibration else None
     devices = [d.strip() for d in args.device.split(",") if d.strip()] or ["auto"]
+    encode: Callable[..., np.ndarray]
     if len(devices) > 1:  # one worker process per device, each with its own copy of the model
         pooler = args.pooler or "the model's"
         on_devices = partial(
@@ -70,8 +72,10 @@ def run_command(args: argparse.Namespace) -> int:
             allow_pickle=args.allow_pickle, batch_size=args.batch_size,
         )  # fmt: skip
 
-        def encode(texts, **options):
+        def on_all(texts, **options) -> np.ndarray:
             return keep_prefix(on_devices(texts, **options), args.dim)
+
+        encode = on_all
     else:
         args.device = devices[0]
         encoder = inference_encoder(args)
@@ -98,6 +102,7 @@ def run_command(args: argparse.Namespace) -> int:
     with atomic_file(Path(args.out), mode="wb") as handle:
         np.save(handle, codes)
     if args.save_ranges:
+        assert ranges is not None  # --save-ranges was refused above unless the codes are scaled
         with atomic_file(Path(args.save_ranges), mode="wb") as handle:
             np.save(handle, ranges)
     print(

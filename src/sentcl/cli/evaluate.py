@@ -20,7 +20,7 @@ from sentcl.cli.common import (
     positive_int,
 )  # fmt: skip
 from sentcl.config import ConfigError
-from sentcl.embedder import Batched
+from sentcl.embedder import Batched, Embedder
 from sentcl.evaluation import resolve_data_dir
 from sentcl.evaluation.senteval_protocols import PROTOCOLS
 from sentcl.evaluation.suite import EvaluationSuite
@@ -85,7 +85,7 @@ def run_command(args: argparse.Namespace) -> int:
     dtype = args.dtype
     encoder = inference_encoder(args)
     # prompts: retrieval tasks encode queries and documents with them
-    embedder = Batched(encoder, args.batch_size, dim=dimensions(args.dim, encoder.dimension))
+    embedder: Embedder = Batched(encoder, args.batch_size, dim=dimensions(args.dim, encoder.dimension))
     label = f"{args.model} (pooler {encoder.pooler}{'' if dtype == 'fp32' else ', ' + dtype})"
     if args.postprocess:
         if Path(args.postprocess).is_dir():

@@ -99,7 +99,8 @@ def environment_failure(exc: BaseException, command: str = "") -> str | None:
     """One line for a failure of the machine rather than of sentcl (a full disk, a permission, a path that
     vanished), or None. Every file sentcl publishes is written to a temporary name first, so what was
     there before is intact and no half-written file is left: the line says so."""
-    chain, seen = exc, set()
+    chain: BaseException | None = exc
+    seen: set[int] = set()
     while chain is not None and id(chain) not in seen:
         seen.add(id(chain))
         said = _DISK_FULL.search(str(chain))

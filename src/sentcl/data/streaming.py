@@ -40,7 +40,7 @@ class StreamingDataset:
         self.header = config.header
         self.tokenizer, self.max_length, self.shuffle_buffer = tokenizer, config.max_length, shuffle_buffer
         self.unit = "row" if self.path.suffix.lower() == ".parquet" else "line"
-        count, width, labels = 0, 0, set()
+        count, width, labels = 0, 0, set[str]()
         for _, cells in iter_records(self.path, self.header):  # the validation pass
             count += 1
             width = len(cells)

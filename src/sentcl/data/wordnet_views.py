@@ -154,7 +154,8 @@ class Thesaurus:
         if found is None:
             return (), ()
         base, pos = found
-        synonyms, antonyms = set(), set()
+        synonyms: set[str] = set()
+        antonyms: set[str] = set()
         for synset in self.wordnet.synsets(base, pos):
             for lemma in synset.lemmas():
                 name = lemma.name()

@@ -120,7 +120,8 @@ class TorchLogisticRegression:
                 if stale >= c.tenacity:
                     stop = True
                 stale += 1
-        self.model = best_model
+        if best_model is not None:  # (one epoch at least ran)
+            self.model = best_model
         return self
 
     @torch.no_grad()

@@ -106,12 +106,16 @@ class OnnxEncoder(PromptRoles, SentenceTransformersContract):
     def __init__(self, session, tokenizer, meta: dict, source: str):
         self.session, self.tokenizer, self.meta = session, tokenizer, meta
         self.pooler = meta["pooler"]
-        self.dimension = int(meta["dimension"])
+        self._dimension = int(meta["dimension"])
         self.max_length = int(meta["max_seq_length"])
         self.precision = meta["precision"]
         self.source = source
         self.prompts: dict[str, str] = dict(meta.get("prompts") or {})  # checked by _check_meta
         self.similarity_fn_name = meta.get("similarity_fn_name")  # checked by _check_meta
+
+    @property
+    def dimension(self) -> int:
+        return self._dimension
 
     @classmethod
     def load(cls, folder: str | Path, threads: int | None = None) -> OnnxEncoder:

@@ -28,17 +28,22 @@ class AllButTheTop(PostProcessor):
         self.directions = vt[:d]
         return self
 
-    def transform(self, embeddings: np.ndarray) -> np.ndarray:
+    def _fitted(self) -> tuple[np.ndarray, np.ndarray]:
         if self.mean is None or self.directions is None:
             raise RuntimeError("AllButTheTop: fit before transform")
-        centered = np.asarray(embeddings, dtype=np.float64) - self.mean
-        return centered - (centered @ self.directions.T) @ self.directions
+        return self.mean, self.directions
+
+    def transform(self, embeddings: np.ndarray) -> np.ndarray:
+        mean, directions = self._fitted()
+        centered = np.asarray(embeddings, dtype=np.float64) - mean
+        return centered - (centered @ directions.T) @ directions
 
     def options(self) -> dict:
         return {"n_components": self.n_components}
 
     def arrays(self) -> dict[str, np.ndarray]:
-        return {"mean": self.mean, "directions": self.directions}
+        mean, directions = self._fitted()
+        return {"mean": mean, "directions": directions}
 
     def set_arrays(self, arrays: dict[str, np.ndarray]) -> None:
         self.mean, self.directions = arrays["mean"], arrays["directions"]

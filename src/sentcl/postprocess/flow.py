@@ -37,6 +37,10 @@ class ActNorm(nn.Module):
 
 
 class InvertibleLinear(nn.Module):
+    permutation: torch.Tensor  # buffers
+    sign: torch.Tensor
+    lower_mask: torch.Tensor
+
     """W = P L (U + diag(sign · e^{log_s})); log|det W| = Σ log_s."""
 
     def __init__(self, dim: int, generator: torch.Generator):
@@ -64,15 +68,14 @@ class InvertibleLinear(nn.Module):
 class AffineCoupling(nn.Module):
     def __init__(self, dim: int, hidden: int):
         super().__init__()
-        self.half = dim // 2
-        self.net = nn.Sequential(
-            nn.Linear(self.half, hidden), nn.ReLU(), nn.Linear(hidden, 2 * (dim - self.half))
-        )
-        nn.init.zeros_(self.net[-1].weight)  # Glow: start close to the identity
-        nn.init.zeros_(self.net[-1].bias)
+        self.kept = dim // 2  # the coordinates that set the scale and shift of the others
+        last = nn.Linear(hidden, 2 * (dim - self.kept))
+        self.net = nn.Sequential(nn.Linear(self.kept, hidden), nn.ReLU(), last)
+        nn.init.zeros_(last.weight)  # Glow: start close to the identity
+        nn.init.zeros_(last.bias)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        kept, changed = x[:, : self.half], x[:, self.half :]
+        kept, changed = x[:, : self.kept], x[:, self.kept :]
         raw_scale, shift = self.net(kept).chunk(2, dim=1)
         # Glow's scale σ(h + 2), its log taken as log σ directly: log(σ(·)) underflows to −inf once the net
         # pushes h below ≈ −100, and one such row turned the whole fit to NaN (a weak encoder's [CLS])
@@ -137,9 +140,15 @@ class Flow(PostProcessor):
         #: mean log-likelihood per dimension after initialisation and after each epoch
         self.history: list[float] = []
 
+    def _fitted(self) -> GlowFlow:
+        if self.model is None:
+            raise RuntimeError("Flow: fit before transform")
+        return self.model
+
     def _mean_log_likelihood(self, x: torch.Tensor) -> float:
+        model = self._fitted()
         with torch.no_grad():
-            return float(torch.cat([self.model.log_likelihood(b) for b in x.split(4096)]).mean()) / x.shape[1]
+            return float(torch.cat([model.log_likelihood(b) for b in x.split(4096)]).mean()) / x.shape[1]
 
     def fit(self, embeddings: np.ndarray) -> Flow:
         embeddings = np.asarray(embeddings)
@@ -175,11 +184,10 @@ class Flow(PostProcessor):
         return self
 
     def transform(self, embeddings: np.ndarray) -> np.ndarray:
-        if self.model is None:
-            raise RuntimeError("Flow: fit before transform")
+        model = self._fitted()
         with torch.no_grad():
             x = torch.tensor(np.asarray(embeddings), dtype=torch.float32)
-            return torch.cat([self.model(b)[0] for b in x.split(4096)]).numpy().astype(np.float64)
+            return torch.cat([model(b)[0] for b in x.split(4096)]).numpy().astype(np.float64)
 
     def options(self) -> dict:
         return {
@@ -194,7 +202,7 @@ class Flow(PostProcessor):
         }
 
     def arrays(self) -> dict[str, np.ndarray]:
-        return {k: v.detach().cpu().numpy() for k, v in self.model.state_dict().items()}
+        return {k: v.detach().cpu().numpy() for k, v in self._fitted().state_dict().items()}
 
     def set_arrays(self, arrays: dict[str, np.ndarray]) -> None:
-        self.model.load_state_dict({k: torch.from_numpy(v) for k, v in arrays.items()})
+        self._fitted().load_state_dict({k: torch.from_numpy(v) for k, v in arrays.items()})

@@ -32,16 +32,21 @@ class Whitening(PostProcessor):
         self.matrix = w[:, : self.k] if self.k else w
         return self
 
-    def transform(self, embeddings: np.ndarray) -> np.ndarray:
+    def _fitted(self) -> tuple[np.ndarray, np.ndarray]:
         if self.mean is None or self.matrix is None:
             raise RuntimeError("Whitening: fit before transform")
-        return (np.asarray(embeddings, dtype=np.float64) - self.mean) @ self.matrix
+        return self.mean, self.matrix
+
+    def transform(self, embeddings: np.ndarray) -> np.ndarray:
+        mean, matrix = self._fitted()
+        return (np.asarray(embeddings, dtype=np.float64) - mean) @ matrix
 
     def options(self) -> dict:
         return {"k": self.k, "eps": self.eps}
 
     def arrays(self) -> dict[str, np.ndarray]:
-        return {"mean": self.mean, "matrix": self.matrix}
+        mean, matrix = self._fitted()
+        return {"mean": mean, "matrix": matrix}
 
     def set_arrays(self, arrays: dict[str, np.ndarray]) -> None:
         self.mean, self.matrix = arrays["mean"], arrays["matrix"]

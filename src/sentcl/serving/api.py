@@ -113,7 +113,7 @@ def request_models(
     def texts(param: str):
         return texts_type(param, max_inputs, max_chars)
 
-    embeddings = create_model(
+    embeddings = create_model(  # type: ignore[call-overload]  # fields built at run time
         "EmbeddingsRequest",
         __base__=Strict,
         __doc__="OpenAI's embeddings request. Every field OpenAI defines is accepted (``user`` only "

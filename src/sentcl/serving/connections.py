@@ -17,11 +17,13 @@ Closing a socket stops reading it: after a 413 the server does not read the rest
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import resource
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Any
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
@@ -32,7 +34,7 @@ class _Connections:
     """What every connection of one server shares: the idle ones, oldest first."""
 
     def __init__(self) -> None:
-        self.idle: OrderedDict[int, H11Protocol] = OrderedDict()
+        self.idle: OrderedDict[int, Any] = OrderedDict()  # id → LimitedH11Protocol
         self.open = 0
         self.closed_by_limit = 0
 
@@ -45,8 +47,12 @@ def protocol_class(
 
     class LimitedH11Protocol(H11Protocol):
         connections_state = shared
+        _timer: asyncio.TimerHandle | None
+        _write_timer: asyncio.TimerHandle | None
+        _timer_reason: str
+        _seen_cycle: Any
 
-        def connection_made(self, transport) -> None:  # type: ignore[override]
+        def connection_made(self, transport) -> None:
             super().connection_made(transport)
             shared.open += 1
             self._timer = None

@@ -37,6 +37,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Route
 
 from sentcl.embedder import QUERY, Embedder, EmbeddingError, require_finite, unit_rows
 from sentcl.search.index import SentenceIndex
@@ -247,9 +248,10 @@ def create_app(
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):
-        headers = exc.headers
+        headers = dict(exc.headers) if exc.headers else None
         if exc.status_code == 405:  # Allow: every method of the path (HEAD /health is a route of its own)
-            allowed = {m for r in app.routes if r.path_regex.match(request.url.path) for m in r.methods or ()}
+            routes = [r for r in app.routes if isinstance(r, Route) and r.path_regex.match(request.url.path)]
+            allowed = {m for r in routes for m in r.methods or ()}
             headers = {**(headers or {}), "Allow": ", ".join(sorted(allowed))}
         return _error(exc.status_code, str(exc.detail), headers=headers)
 
@@ -410,7 +412,7 @@ def _document_budgets(app: FastAPI, budgets: dict[str, int]) -> None:
             app.openapi_schema = schema
         return app.openapi_schema
 
-    app.openapi = openapi
+    app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented way to extend the schema
 
 
 def _json(payload: dict) -> bytes:

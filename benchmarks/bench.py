@@ -561,7 +561,7 @@ def _profile_shares(profiler, wall: float, gflop: float, ceiling: float) -> dict
 
 
 def part_profile(device: str) -> dict:
-    """Where the time of the default training step and of the default encode goes (issue 27: profile
+    """Where the time of the default training step and of the default encode goes (profile
     first), under ``torch.profiler``: ``PROFILED_STEPS`` SimCSE steps as the loop runs them (sentcl's
     default model options, ``training.autocast`` auto, its AdamW; collation inside the timed loop) after
     two unprofiled ones, and ``PROFILED_BATCHES`` batches of ``encode`` with ``--dtype auto`` (tokenisation
@@ -692,7 +692,7 @@ def main() -> int:
     runs: dict[str, list[dict]] = {name: [] for name in PARTS}
     runs["ceiling"].append(run_part("ceiling", args.device))
     runs["flops"].append(run_part("flops", args.device))
-    if args.device == "cpu":  # where the default step's and encode's time goes (issue 27: profile first)
+    if args.device == "cpu":  # where the default step's and encode's time goes (profile first)
         runs["profile"].append(run_part("profile", args.device))
     for repeat in range(args.repeats):  # peers alternate, so machine load hits both alike
         names = ["train-sentcl", "train-st"] + (["train-sentcl-padded"] if repeat < 1 else [])
@@ -761,15 +761,15 @@ def sts7_lines(runs: dict[str, list[dict]], ceilings: list[float], rss) -> list[
     ]
 
 
-#: STS-B dev within this many points of fp32 counts as equal quality (issue 27)
+#: STS-B dev within this many points of fp32 counts as equal quality
 EQUAL_QUALITY = 0.3
-#: the targets of issue 27, against the peer at its best
+#: the targets, against the peer at its best
 TARGETS = {"train": 2.5, "encode": 1.5, "ceiling": 0.8, "sts7_auto_s": 30.0}
 
 
 def peer_lines(runs: dict[str, list[dict]], fp32_dev: float, per_token: float, rss) -> list[str]:
     """The peer at its best: its fastest trainer, its fastest encode backend at equal quality (STS-B dev
-    within EQUAL_QUALITY of fp32), sentcl's defaults against them, and issue 27's targets, met or not."""
+    within EQUAL_QUALITY of fp32), sentcl's defaults against them, and the targets, met or not."""
     labels = {
         "encode-st": "sentence-transformers fp32 (its default)",
         "encode-st-bf16": "sentence-transformers bf16 (`model_kwargs={'torch_dtype': torch.bfloat16}`)",
@@ -826,7 +826,7 @@ def peer_lines(runs: dict[str, list[dict]], fp32_dev: float, per_token: float, r
         f"Fastest peer trainer: {'bf16=True' if peer_name.endswith('bf16') else 'fp32'} ({peer_train:.1f} "
         f"sentences/s); fastest peer encode at equal quality: {best_label} ({best_rate:.1f} sentences/s).",
         "",
-        "Targets (issue 27), against the peer at its best:",
+        "Targets, against the peer at its best:",
         f"- training with defaults ≥ {TARGETS['train']}× the fastest peer trainer: {train_ratio:.2f}× — "
         f"{verdict(train_ratio, TARGETS['train'])};",
         f"- default encode ≥ {TARGETS['encode']}× the fastest peer backend at equal quality: "
@@ -843,7 +843,7 @@ def peer_lines(runs: dict[str, list[dict]], fp32_dev: float, per_token: float, r
             f"- 7-task STS evaluation ≤ {TARGETS['sts7_auto_s']:.0f} s with `--dtype auto` (stand-ins with "
             f"the real sizes): {seconds:.1f} s — {verdict(seconds, TARGETS['sts7_auto_s'], more=False)}."
         )
-    # issue 27, item 4: by how much a ratio target is missed, and whether the ceiling measured in this run
+    # by how much a ratio target is missed, and whether the ceiling measured in this run
     # allows it (the share of the ceiling it would need, at the FLOPs per sentence measured here)
     profiled = runs.get("profile") or [{}]
     for what, ratio, target, rate, share, profile in (

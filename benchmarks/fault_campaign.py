@@ -17,7 +17,7 @@ every third one hostile (a chunked 8 MB body, a lone surrogate, malformed JSON, 
 go, 10,000 inputs, an over-long text, a token-heavy request, a wrong method). Counts the answers by
 status: any 5xx or dropped connection is a failure. The server's RSS is sampled before and after.
 
-Part 3, files (issue 30, items 1-3 and 6-8): every command as a user runs it, each in its own process, against
+Part 3, files: every command as a user runs it, each in its own process, against
 what a careless user or a broken download leaves. A folder holding a user's notes.txt named as the output
 of `index --out`, `export --onnx`, `evaluate --save-postprocess`, `analyze --out` (and a home-like folder as
 `--onnx`); a run folder whose metrics.jsonl is a symbolic link to a file outside; a user's `.notes.tmp-x`

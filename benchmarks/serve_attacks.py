@@ -1,4 +1,4 @@
-"""The attacks of issue 30, item 4, on `sentcl serve` over loopback, and what a small request meets meanwhile.
+"""The denial-of-service attacks on `sentcl serve` over loopback, and what a small request meets meanwhile.
 
     python benchmarks/serve_load.py --attacks [--server-src OLD_CHECKOUT/src] [--phase-seconds 30]
 
@@ -16,7 +16,7 @@ connection, one after the other) and the server's peak RSS (/proc/PID/status, po
   answer (a 503 included, its Retry-After ignored), for the phase;
 - refused upload: a 100 MB chunked upload over the body limit: how much the server reads after its 413.
 
-The target (issue 30): under every attack the victim's p99 < 2 × its unloaded p99 + one maximal request's
+The target: under every attack the victim's p99 < 2 × its unloaded p99 + one maximal request's
 service time, and the server's RSS < 2 GB. ``--server-src`` runs the server from another checkout (the code
 before the fix) with this interpreter, for the before/after table.
 """

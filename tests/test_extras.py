@@ -1,4 +1,4 @@
-"""Heavy optional parts are extras (issue 31): the core imports and trains without them, and a feature whose
+"""Heavy optional parts are extras: the core imports and trains without them, and a feature whose
 extra is missing is one line naming the pip command."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Commands that write a folder never replace one the user owns (issue 30, item 1): a folder with a user's
+"""Commands that write a folder never replace one the user owns: a folder with a user's
 file in it is refused with one line and left as it was; an empty folder, or one the same command wrote, is
 (re)written; ``--overwrite`` replaces what sentcl writes there and keeps the user's own files, in every
 command (train's --overwrite always did)."""

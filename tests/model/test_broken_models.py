@@ -1,4 +1,4 @@
-"""A broken model folder is refused with one line naming what is wrong (issue 30, items 2 and 3), in every
+"""A broken model folder is refused with one line naming what is wrong, in every
 command that loads one; it never loads silently on random, missing or NaN weights. A model whose files are
 complete but carry more than the backbone (a masked-LM head, no pooler layer) still loads."""
 

@@ -1,4 +1,4 @@
-"""Admission control (issue 30, item 4): the model's work runs smallest first on one worker, a bounded
+"""Admission control: the model's work runs smallest first on one worker, a bounded
 number wait, and what is not admitted is answered 503 with Retry-After at once."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The server's limits under the attacks of issue 30, item 4, against a real uvicorn on localhost with
+"""The server's limits under denial-of-service attacks, against a real uvicorn on localhost with
 short timeouts: idle and slow sockets are closed, a connection cap keeps the server answering, a refused
 upload is not read to its end, a flood of large requests cannot queue in front of a small one, a request
 refused for its size is not tokenised whole, and one message cannot flood the log."""

@@ -1,4 +1,4 @@
-"""The HTTP API keeps its OpenAPI document (issue 31): schemathesis, an independent property-based API tester,
+"""The HTTP API keeps its OpenAPI document: schemathesis, an independent property-based API tester,
 finds no request the document allows that the server refuses, no answer the document does not declare, no
 schema-breaking request accepted; and docs/serving.md says what the server does."""
 

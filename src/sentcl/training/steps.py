@@ -259,7 +259,7 @@ class LossWindow:
     """The loss terms of the steps since the last log line (means over ranks), the real tokens this rank
     saw and the time they took."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.terms: list[dict[str, float]] = []
         self.tokens = 0
         self.started = time.perf_counter()

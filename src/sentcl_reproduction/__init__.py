@@ -67,16 +67,19 @@ def reproduce(
             [s for s in searches if s.encoder == spec.name],
         )
         sections.append(text)
-        judged = [v for v in verdicts if v.holds is not None]
+        judged = [v for v in verdicts if v.judged]
         held = [v.claim for v in judged if v.holds]
-        failed = [v.claim for v in judged if not v.holds]
+        failed = [v.claim for v in judged if v.holds is False]
+        open_ = [v.claim for v in judged if v.undecided]
         if not judged:
             summary.append(f"- `{spec.name}`: reference rows only (no claim is judged on them).")
             continue
         kept = [v.claim for v in verdicts if v.kept_start]
         summary.append(
             f"- `{spec.name}`: {len(held)} of {len(judged)} judged claims hold"
-            + (f"; not here: {'; '.join(failed)}." if failed else ".")
+            + (f"; fail: {'; '.join(failed)}" if failed else "")
+            + (f"; not distinguishable at this budget: {'; '.join(open_)}" if open_ else "")
+            + "."
             + (f" Not judged, because a method never beat its starting model: {len(kept)}." if kept else "")
         )
     intro = _unfinished(plan, pending) + plan.intro.strip() + "\n\n" + "\n".join(summary) + "\n"

@@ -11,9 +11,11 @@ is reported as "not measured", never as holding.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from sentcl.analysis.report import ModelAnalysis
+from sentcl.evaluation.significance import Difference, SeedInterval, seed_difference
 
 #: "keeps alignment": ℓ_align may rise by at most this much (α = 2 on the unit sphere, range 0…4)
 ALIGN_TOLERANCE = 0.05
@@ -31,7 +33,8 @@ PAPER_STS = {
 @dataclass
 class Measured:
     """One line of an encoder's table as the claims see it. For a trained method: the geometry and the
-    STS numbers are means over its seeds, with their standard deviations (sample, n − 1)."""
+    STS numbers are means over its seeds, with their standard deviations (sample, n − 1), and
+    ``seed_values`` keeps each seed's numbers for the intervals."""
 
     label: str
     analysis: ModelAnalysis
@@ -44,6 +47,23 @@ class Measured:
     #: a trained method that never beat its starting model (best at step 0 in every run): its row is the
     #: start encoder, so a claim about what the method does to the encoder cannot be judged on it
     kept_start: bool = False
+    #: a measurement with nothing random in it (an untrained encoder, a post-processor fitted by a seeded
+    #: procedure): no seed variance. A trained row is not exact: with one seed it has no interval
+    exact: bool = True
+    #: metric ("train", "dev", "align", "uniform", a spectrum key) → its value for each seed
+    seed_values: dict[str, list[float]] = field(default_factory=dict)
+    #: the 95 % interval of the STS-B train mean over the seeds (from 3 seeds on)
+    train_interval: SeedInterval | None = None
+
+    def value(self, metric: str) -> float:
+        if metric in ("train", "dev"):
+            return getattr(self, metric)
+        if metric in ("align", "uniform"):
+            return getattr(self.analysis, metric)
+        return self.analysis.spectrum.get(metric, float("nan"))
+
+    def values(self, metric: str) -> list[float]:
+        return self.seed_values.get(metric) or [self.value(metric)]
 
     def sts(self, split: str) -> str:
         value, std = (self.train, self.train_std) if split == "train" else (self.dev, self.dev_std)
@@ -52,14 +72,73 @@ class Measured:
         return f"{value:.2f} ± {std:.2f}" if std is not None else f"{value:.2f}"
 
 
+#: how a verdict reads
+HOLDS, FAILS, OPEN = "holds", "fails", "not distinguishable at this budget"
+
+
 @dataclass
 class Verdict:
     claim: str
     rule: str
-    holds: bool | None  # None: not measured, or not judged
+    holds: bool | None  # None: not measured, not judged, or not distinguishable
     evidence: str
     #: not judged because a method's row is its start encoder (it never beat its starting model)
     kept_start: bool = False
+    #: judged, but the intervals cannot tell the sides apart at this budget
+    undecided: bool = False
+
+    @property
+    def judged(self) -> bool:
+        return self.holds is not None or self.undecided
+
+    @property
+    def outcome(self) -> str:
+        if self.kept_start:
+            return "not judged: the method kept its start"
+        if self.undecided:
+            return OPEN
+        return {True: HOLDS, False: f"**{FAILS}**", None: "not measured"}[self.holds]
+
+
+@dataclass
+class Check:
+    """One inequality of a rule: ``left.metric − right.metric − offset`` is above 0 (``op`` ">") or below
+    it ("<")."""
+
+    left: Measured
+    metric: str
+    op: str
+    right: Measured
+    offset: float = 0.0
+
+
+#: (left, right) → the paired bootstrap of their STS-B ρ difference on the evaluation pairs, or None
+PairTest = Callable[[Measured, Measured], Difference | None]
+
+
+def check_outcome(check: Check, pairs: PairTest | None = None) -> tuple[str, str]:
+    """HOLDS when every interval of the difference lies on the claimed side of 0, FAILS when every one lies
+    on the other, OPEN otherwise; and the intervals as text. The intervals: over seeds (Welch; an exact
+    row has no seed variance), and for STS also the paired bootstrap over evaluation pairs."""
+    left, right = check.left, check.right
+    seeds = seed_difference(left.values(check.metric), right.values(check.metric), left.exact, right.exact)
+    if seeds is None:
+        point = left.value(check.metric) - right.value(check.metric) - check.offset
+        return OPEN, f"{point:+.3f}, one seed of a trained row: no interval"
+    shift = check.offset
+    over = "exact" if left.exact and right.exact else "seeds"  # two untrained rows: nothing random
+    intervals = [(over, Difference(seeds.delta - shift, seeds.low - shift, seeds.high - shift))]
+    if check.metric in ("train", "dev") and pairs is not None:
+        paired = pairs(left, right)
+        if paired is not None:
+            intervals.append(("pairs", paired))
+    sign = 1.0 if check.op == ">" else -1.0
+    text = ", ".join(f"{name} {interval}" for name, interval in intervals)
+    if all(sign * i.low > 0 and sign * i.high > 0 for _, i in intervals):
+        return HOLDS, text
+    if all(sign * i.low < 0 and sign * i.high < 0 for _, i in intervals):
+        return FAILS, text
+    return OPEN, text
 
 
 def _fmt(m: Measured) -> str:
@@ -70,6 +149,12 @@ def _fmt(m: Measured) -> str:
         f"ℓ_align {a.align:.3f}, ℓ_uniform {a.uniform:.3f}, avg cos {a.spectrum['avg_cos_random']:.3f}, "
         f"sv10 {a.spectrum.get('sv10', float('nan')):.3f}, eff. rank {a.spectrum['effective_rank']:.1f}"
     )
+
+
+_METRIC_NAMES = {
+    "train": "STS-B train ρ", "dev": "STS-B dev ρ", "align": "ℓ_align", "uniform": "ℓ_uniform",
+    "avg_cos_random": "avg cos", "sv10": "sv10", "effective_rank": "eff. rank",
+}  # fmt: skip
 
 
 def judge(
@@ -83,14 +168,17 @@ def judge(
     post_best: Measured | None = None,
     unsup_same: Measured | None = None,
     sup_same: Measured | None = None,
+    pairs: PairTest | None = None,
 ) -> list[Verdict]:
     """``raw_same``: the untrained encoder under unsup SimCSE's test-time pooler; ``raw_best``: its best
     pooler by STS-B dev; ``post_base``: the paper's first-last avg baseline, which ``whitening`` and
     ``flow`` were fitted on; ``post_best``: the strongest post-processed row; ``unsup_same`` /
-    ``sup_same``: the two SimCSE rows under one test-time pooler."""
+    ``sup_same``: the two SimCSE rows under one test-time pooler. ``pairs``: the paired bootstrap of two
+    rows' STS difference over the evaluation pairs. A rule is a conjunction of checks: it holds when every
+    check holds, fails when one fails, and is not distinguishable at this budget otherwise."""
     verdicts: list[Verdict] = []
 
-    def add(claim: str, rule: str, rows: list[Measured | None], test) -> None:
+    def add(claim: str, rule: str, rows: list[Measured | None], checks) -> None:
         if any(r is None for r in rows):
             verdicts.append(Verdict(claim, rule, None, "a row it needs is not in the plan, or not run yet"))
             return
@@ -107,61 +195,66 @@ def judge(
             return
         distinct = {id(r): r for r in rows}.values()  # a row serving twice is shown once
         evidence = "; ".join(_fmt(r) for r in distinct)  # type: ignore[arg-type]
-        verdicts.append(Verdict(claim, rule, bool(test(*rows)), evidence))
+        outcomes = []
+        for check in checks(*rows):
+            outcome, intervals = check_outcome(check, pairs)
+            outcomes.append(outcome)
+            what = _METRIC_NAMES.get(check.metric, check.metric)
+            offset = f" − {check.offset:g}" if check.offset else ""
+            evidence += (
+                f"; {what}: {check.left.label} − {check.right.label}{offset} {check.op} 0 → {outcome} "
+                f"({intervals})"
+            )
+        if FAILS in outcomes:
+            verdicts.append(Verdict(claim, rule, False, evidence))
+        elif all(o == HOLDS for o in outcomes):
+            verdicts.append(Verdict(claim, rule, True, evidence))
+        else:
+            verdicts.append(Verdict(claim, rule, None, evidence, undecided=True))
 
     add(
         "The raw MLM encoder is anisotropic: high average cosine, a few dominating singular values",
         "same pooler: raw average cosine > unsup SimCSE's and raw sv10 < unsup SimCSE's",
         [raw_same, unsup],
-        lambda r, u: (
-            r.analysis.spectrum["avg_cos_random"] > u.analysis.spectrum["avg_cos_random"]
-            and r.analysis.spectrum["sv10"] < u.analysis.spectrum["sv10"]
-        ),
+        lambda r, u: [Check(r, "avg_cos_random", ">", u), Check(r, "sv10", "<", u)],
     )
     add(
         "The raw encoder has good alignment but poor uniformity",
         f"same pooler: raw ℓ_align ≤ unsup SimCSE's + {ALIGN_TOLERANCE} and raw ℓ_uniform > unsup SimCSE's",
         [raw_same, unsup],
-        lambda r, u: (
-            r.analysis.align <= u.analysis.align + ALIGN_TOLERANCE and r.analysis.uniform > u.analysis.uniform
-        ),
+        lambda r, u: [Check(r, "align", "<", u, ALIGN_TOLERANCE), Check(r, "uniform", ">", u)],
     )
     add(
         "Unsup SimCSE improves uniformity while keeping alignment",
         f"same pooler: ℓ_uniform falls and ℓ_align rises by at most {ALIGN_TOLERANCE}",
         [raw_same, unsup],
-        lambda r, u: (
-            u.analysis.uniform < r.analysis.uniform and u.analysis.align <= r.analysis.align + ALIGN_TOLERANCE
-        ),
+        lambda r, u: [Check(u, "uniform", "<", r), Check(u, "align", "<", r, ALIGN_TOLERANCE)],
     )
     add(
         "Unsup SimCSE flattens the singular spectrum",
         "same pooler: sv10 and effective rank both rise",
         [raw_same, unsup],
-        lambda r, u: (
-            u.analysis.spectrum["sv10"] > r.analysis.spectrum["sv10"]
-            and u.analysis.spectrum["effective_rank"] > r.analysis.spectrum["effective_rank"]
-        ),
+        lambda r, u: [Check(u, "sv10", ">", r), Check(u, "effective_rank", ">", r)],
     )
     add(
         "Unsup SimCSE raises STS",
         "each side's best: unsup SimCSE's mean STS-B train ρ above the best raw pooler's",
         [raw_best, unsup],
-        lambda r, u: u.train > r.train,
+        lambda r, u: [Check(u, "train", ">", r)],
     )
     for name, row in (("Whitening", whitening), ("Flow", flow)):
         add(
             f"{name} improves uniformity but hurts alignment",
             "against the baseline it was fitted on: ℓ_uniform below it and ℓ_align above it",
             [post_base, row],
-            lambda r, p: p.analysis.uniform < r.analysis.uniform and p.analysis.align > r.analysis.align,
+            lambda r, p: [Check(p, "uniform", "<", r), Check(p, "align", ">", r)],
         )
     add(
         "Unsup SimCSE beats post-processing",
         "unsup SimCSE's mean STS-B train ρ above the strongest post-processed row's (any post-processor, "
         "fitted on any baseline)",
         [unsup, post_best],
-        lambda u, p: u.train > p.train,
+        lambda u, p: [Check(u, "train", ">", p)],
     )
     same = unsup_same is not None and unsup is not None and unsup_same is unsup
     add(
@@ -174,13 +267,19 @@ def judge(
             "setting both searched, its geometry at its best step)"
         ),
         [unsup_same, sup_same],
-        lambda u, s: s.analysis.align < u.analysis.align,
+        lambda u, s: [Check(s, "align", "<", u)],
     )
     add(
         "STS order of the paper: first-last avg < flow, whitening < unsup SimCSE < sup SimCSE",
         "STS-B train ρ in that order: the baseline below the flow and whitening fitted on it (same pooler), "
         "then each side's best (flow and whitening in either order)",
         [post_base, flow, whitening, unsup, sup],
-        lambda r, f, w, u, s: r.train < min(f.train, w.train) and max(f.train, w.train) < u.train < s.train,
+        lambda r, f, w, u, s: [
+            Check(r, "train", "<", f),
+            Check(r, "train", "<", w),
+            Check(f, "train", "<", u),
+            Check(w, "train", "<", u),
+            Check(u, "train", "<", s),
+        ],
     )
     return verdicts

@@ -21,12 +21,14 @@ from sentcl.analysis.plots import (
 )
 from sentcl.analysis.report import ModelAnalysis, markdown_table
 from sentcl.atomic_write import atomic_file
-from sentcl_reproduction.claims import PAPER_STS, Measured, Verdict, judge
+from sentcl.evaluation.significance import CONFIDENCE, RESAMPLES, PairedBootstrap, seed_interval, tie_bands
+from sentcl_reproduction.claims import HOLDS, PAPER_STS, Check, Measured, Verdict, check_outcome, judge
 from sentcl_reproduction.pipeline import MethodSearch, RowResult, StageOutcome, slug
 from sentcl_reproduction.plan import Plan
 
 _TEST_SPLIT_TASKS = ("STSBenchmark", "SICKRelatedness")  # the 7-task table reads their test splits
-_MARK = {True: "holds", False: "**does not hold**", None: "not measured"}
+#: the per-seed numbers a table line keeps for its intervals
+_SEED_METRICS = ("align", "uniform", "avg_cos_random", "sv10", "effective_rank")
 
 
 def _pretraining(folder: Path | None) -> dict | None:
@@ -92,9 +94,20 @@ def group_rows(results: Sequence[RowResult]) -> list[tuple[Measured, list[RowRes
         if row.postprocess:
             pooler = f"{row.pooler} + {row.postprocess}"
         kept_start = row.kind == "method" and all(_best_step(m.row.run_dir) == 0 for m in members)
+        values = {
+            "train": [m.sts.get("STS-B train", float("nan")) for m in members],
+            "dev": [m.sts["STS-B dev"] for m in members],
+        } | {
+            key: [getattr(m.analysis, key) if key in ("align", "uniform") else m.analysis.spectrum[key]
+                  for m in members]
+            for key in _SEED_METRICS
+            if all(key in ("align", "uniform") or key in m.analysis.spectrum for m in members)
+        }  # fmt: skip
         measured = Measured(
-            label, analysis, dev, train, dev_std, train_std, len(members), pooler or "", kept_start
-        )
+            label, analysis, dev, train, dev_std, train_std, len(members), pooler or "", kept_start,
+            exact=row.kind != "method", seed_values=values,
+            train_interval=seed_interval(values["train"]) if train == train else None,
+        )  # fmt: skip
         lines.append((measured, members))
     return lines
 
@@ -253,6 +266,11 @@ def _same_pooler(
     return picked[0], picked[1]
 
 
+def _method_lines(lines: Sequence[tuple[Measured, list[RowResult]]]) -> list[Measured]:
+    """The trained methods with an STS-B train ρ: the leaderboard's bars, in table order."""
+    return [m for m, rs in lines if rs[0].row.kind == "method" and m.train == m.train]
+
+
 def _leaderboard(
     lines: Sequence[tuple[Measured, list[RowResult]]], roles: dict[str, Measured | None]
 ) -> tuple[list[tuple[str, float, float | None]], list[tuple[str, float]]]:
@@ -260,7 +278,7 @@ def _leaderboard(
     its reference lines: the untrained start under the best raw pooler and under every other pooler a
     method is measured with (a method that tests with avg starts from avg, not from the best pooler), the
     paper's first-last avg baseline and the strongest post-processed row."""
-    methods = [m for m, rs in lines if rs[0].row.kind == "method" and m.train == m.train]
+    methods = _method_lines(lines)
     poolers = list(dict.fromkeys(m.pooler for m in methods))
     several = len(poolers) > 1
     bars = [(f"{m.label} [{m.pooler}]" if several else m.label, m.train, m.train_std) for m in methods]
@@ -296,7 +314,9 @@ def _candidate_measured(label: str, candidate) -> Measured | None:
         {k: v for k, v in geometry.items() if k not in ("align", "uniform")},
         np.zeros(0), np.zeros(0), np.zeros(0),
     )  # fmt: skip
-    return Measured(label, analysis, candidate.best, float("nan"), pooler=_test_pooler(candidate.run_dir))
+    return Measured(
+        label, analysis, candidate.best, float("nan"), pooler=_test_pooler(candidate.run_dir), exact=False
+    )
 
 
 def _paper_table(roles: dict[str, Measured | None]) -> str:
@@ -331,9 +351,116 @@ def _paper_table(roles: dict[str, Measured | None]) -> str:
 def _verdict_table(verdicts: Sequence[Verdict]) -> str:
     lines = ["| claim | rule | here |", "|---|---|---|"]
     for v in verdicts:
-        mark = "not judged: the method kept its start" if v.kept_start else _MARK[v.holds]
-        lines.append(f"| {v.claim} | {v.rule} | {mark} |")
+        lines.append(f"| {v.claim} | {v.rule} | {v.outcome} |")
     return "\n".join(lines)
+
+
+@dataclasses.dataclass
+class PairEvidence:
+    """The paired bootstrap of an encoder's rows: on which split's pairs, and which rows it covers."""
+
+    split: str  # "train" or "dev"; "" when no row kept its pairs
+    bootstrap: PairedBootstrap | None
+    covered: set[str]
+    #: rows that kept no STS-B train pairs (measured before rows kept them)
+    lacking_train: list[str]
+
+    def __call__(self, left: Measured, right: Measured):
+        if self.bootstrap is None or left.label not in self.covered or right.label not in self.covered:
+            return None
+        return self.bootstrap.compare(left.label, right.label)
+
+
+def pair_evidence(lines: Sequence[tuple[Measured, list[RowResult]]]) -> PairEvidence:
+    """One paired bootstrap over the rows' evaluation pairs: STS-B train where every row kept its pairs,
+    else STS-B dev (which every row keeps, the split that chose each setting and checkpoint) for all of
+    them, so that every comparison is made on one set of pairs."""
+    lacking = [m.label for m, members in lines if any(r.train_cosines is None for r in members)]
+    split = "dev" if lacking else "train"
+
+    def pairs_of(result: RowResult) -> tuple[np.ndarray, np.ndarray]:
+        if split == "train":
+            assert result.train_cosines is not None and result.train_gold is not None
+            return result.train_cosines, result.train_gold
+        return result.analysis.cosines, result.analysis.gold
+
+    usable = [(m, [pairs_of(r) for r in members]) for m, members in lines]
+    usable = [(m, p) for m, p in usable if all(len(g) > 2 for _, g in p)]
+    if not usable:
+        return PairEvidence("", None, set(), lacking)
+    gold = usable[0][1][0][1]
+    same = [(m, p) for m, p in usable if all(len(g) == len(gold) and np.array_equal(g, gold) for _, g in p)]
+    bootstrap = PairedBootstrap(gold, resamples=RESAMPLES, seed=0)
+    for measured, pairs in same:
+        bootstrap.add(measured.label, np.stack([scores for scores, _ in pairs]))
+    return PairEvidence(split, bootstrap, {m.label for m, _ in same}, lacking)
+
+
+def _interval_cell(m: Measured) -> str:
+    if m.train_interval is None:
+        return "—"
+    if m.exact:
+        return f"{m.train:.2f} (one measurement)"
+    return str(m.train_interval)
+
+
+def leaderboard_bands(
+    lines: Sequence[tuple[Measured, list[RowResult]]], pairs: PairEvidence
+) -> list[tuple[Measured, int, str]]:
+    """Every row with an STS-B train ρ, best first, with its tie band and how it compares with the next row
+    (the intervals of the difference, and whether it holds)."""
+    ranked = sorted((m for m, _ in lines if m.train == m.train), key=lambda m: -m.train)
+    by_label = {m.label: m for m in ranked}
+
+    def apart(upper: str, lower: str) -> bool:
+        return check_outcome(Check(by_label[upper], "train", ">", by_label[lower]), pairs)[0] == HOLDS
+
+    bands = tie_bands([m.label for m in ranked], apart)
+    out = []
+    for i, (m, band) in enumerate(zip(ranked, bands, strict=True)):
+        if i + 1 < len(ranked):
+            outcome, intervals = check_outcome(Check(m, "train", ">", ranked[i + 1]), pairs)
+            told = "yes" if outcome == HOLDS else "no"
+            out.append((m, band, f"{intervals} | {told}"))
+        else:
+            out.append((m, band, " | "))
+    return out
+
+
+def _leaderboard_table(banded: Sequence[tuple[Measured, int, str]], pairs: PairEvidence) -> str:
+    lines = [
+        "| band | row | measured with | seeds | STS-B train: mean ± std [95 % interval over seeds] | "
+        "minus the next row: 95 % intervals | told apart from the next row |",
+        "|---:|---|---|---:|---|---|:---:|",
+    ]
+    for m, band, comparison in banded:
+        lines.append(f"| {band} | {m.label} | {m.pooler} | {m.seeds} | {_interval_cell(m)} | {comparison} |")
+    return "\n".join(lines)
+
+
+def _significance_text(pairs: PairEvidence, seeds: int) -> str:
+    """How the bands and the verdicts below are decided, and on which pairs."""
+    confidence = f"{100 * CONFIDENCE:g} %"
+    text = (
+        f"Two rows are told apart when every {confidence} interval of their difference excludes 0: over "
+        f"the seeds (Welch's interval of the difference of the {seeds} seeds' means; an untrained row is "
+        f"one exact measurement) and over the evaluation pairs (a paired bootstrap, {RESAMPLES} draws of the "
+        f"pairs shared by both rows, each row's seeds drawn again in every draw). Rows are ranked by STS-B "
+        f"train; a row opens a new tie band when it is told apart from the first row of the band above. A "
+        f"claim holds when every comparison it makes is told apart in its direction, fails when one is told "
+        f"apart against it, and is not distinguishable at this budget otherwise."
+    )
+    if pairs.split == "dev":
+        text += (
+            f" **The pairs here are STS-B dev's**: these rows were measured before rows kept their "
+            f"STS-B train pairs ({len(pairs.lacking_train)} rows lack them: "
+            f"{', '.join(pairs.lacking_train)}). STS-B dev chose every setting and checkpoint, so its "
+            f"differences favour each method's own choice; a row measured again keeps its train pairs, and "
+            f"once every row has them the bootstrap runs on STS-B train."
+        )
+    elif pairs.split == "":
+        text += " No row kept its evaluation pairs: the intervals are over seeds alone."
+    return text
 
 
 def encoder_section(
@@ -356,9 +483,13 @@ def encoder_section(
     )
     plot_singular_values({a.label: a.singular_values for a in figures}, images / f"{key}_spectrum.png")
     roles = _roles(plan, lines, searches)
+    pairs = pair_evidence(lines)
+    banded = leaderboard_bands(lines, pairs)
+    bands = {m.label: band for m, band, _ in banded}
     bars, references = _leaderboard(lines, roles)
     if bars:
-        plot_leaderboard(bars, references, images / f"{key}_leaderboard.png")
+        bar_bands = [bands[m.label] for m in _method_lines(lines)]
+        plot_leaderboard(bars, references, images / f"{key}_leaderboard.png", bands=bar_bands)
     density = [
         r for r in (roles["raw_best"], roles["whitening"], roles["flow"], roles["unsup"], roles["sup"]) if r
     ]
@@ -384,7 +515,9 @@ def encoder_section(
             "",
         ]
     names = ("raw_same", "raw_best", "unsup", "sup", "whitening", "flow", "post_base")
-    verdicts = judge(**{name: roles[name] for name in (*names, "post_best", "unsup_same", "sup_same")})
+    verdicts = judge(
+        **{name: roles[name] for name in (*names, "post_best", "unsup_same", "sup_same")}, pairs=pairs
+    )
     missing = next((r.missing for r in results if r.missing), {})
     parts += [
         "### STS (Spearman ×100)",
@@ -396,9 +529,19 @@ def encoder_section(
         _sts_table(lines),
         "",
     ]
+    if banded:
+        parts += [
+            "### Which differences are real",
+            "",
+            _significance_text(pairs, len(plan.seeds)),
+            "",
+            _leaderboard_table(banded, pairs),
+            "",
+        ]
     if bars:
         parts += [
-            f"![leaderboard: STS-B train, mean ± std over the seeds]({link / f'{key}_leaderboard.png'})",
+            f"![leaderboard: STS-B train, mean ± std over the seeds, tie bands]"
+            f"({link / f'{key}_leaderboard.png'})",
             "",
         ]
     if missing:
@@ -434,7 +577,7 @@ def encoder_section(
             search_verdicts(searches),
             "",
         ]
-    if any(v.holds is not None for v in verdicts):  # an encoder with no trained rows judges nothing
+    if any(v.judged for v in verdicts):  # an encoder with no trained rows judges nothing
         parts += [
             "### Against the paper",
             "",
@@ -446,7 +589,7 @@ def encoder_section(
             "",
             "Evidence, row by row:",
             "",
-            *[f"- {v.claim}: {v.evidence}" for v in verdicts if v.holds is not None or v.kept_start],
+            *[f"- {v.claim}: {v.evidence}" for v in verdicts if v.judged or v.kept_start],
             "",
         ]
     parts += [

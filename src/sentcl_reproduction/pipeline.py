@@ -192,6 +192,10 @@ class RowResult:
     analysis: ModelAnalysis
     sts: dict[str, float] = field(default_factory=dict)  # every STS number present (×100)
     missing: dict[str, str] = field(default_factory=dict)  # 7-task table entries that are absent
+    #: STS-B train, pair by pair: the system's cosines and the gold scores (for the paired bootstrap of the
+    #: report's intervals; None in rows measured before rows kept them)
+    train_cosines: np.ndarray | None = None
+    train_gold: np.ndarray | None = None
 
 
 def _model_key(model: str) -> str:
@@ -571,16 +575,18 @@ def measure(row: Row, embedder: Embedder, data_dir: Path) -> RowResult:
     analysis = analyze(row.label, embedder, data_dir, "dev")
     sts = {"STS-B dev": analysis.spearman}
     train_split = load_task(data_dir, "STSBenchmark", ("train",))
+    cosines, gold = None, None
     if not train_split.missing:
         pairs = train_split.datasets["train"]
         cosines = cosine_scores(embedder.encode(pairs.sentences1), embedder.encode(pairs.sentences2))
-        sts["STS-B train"] = correlate(cosines, pairs.scores).spearman
+        gold = np.asarray(pairs.scores, dtype=np.float64)
+        sts["STS-B train"] = correlate(cosines, gold).spearman
     table = STSEvaluator(data_dir, "sts")
     report = table.report(embedder)
     sts |= {f"{name} (table)": value for name, value in table.metrics(report).items()}
     if row.run_dir is not None:
         analysis.trajectory = read_trajectory(row.run_dir)
-    return RowResult(row, analysis, sts, dict(report.missing))
+    return RowResult(row, analysis, sts, dict(report.missing), cosines, gold)
 
 
 #: what a row reads of the evaluation data: STS-B dev (the analysis) and train, and the 7-task table's tests
@@ -647,7 +653,10 @@ def save_result(result: RowResult, folder: Path, fingerprint: dict[str, str | No
     }
     folder.mkdir(parents=True, exist_ok=True)
     with atomic_file(folder / "arrays.npz", mode="wb") as handle:
-        np.savez(handle, singular_values=a.singular_values, cosines=a.cosines, gold=a.gold)
+        arrays = {"singular_values": a.singular_values, "cosines": a.cosines, "gold": a.gold}
+        if result.train_cosines is not None and result.train_gold is not None:
+            arrays |= {"train_cosines": result.train_cosines, "train_gold": result.train_gold}
+        np.savez(handle, **arrays)  # type: ignore[arg-type]  # (numpy's stub types **kwds as allow_pickle)
     with atomic_file(folder / "row.json") as handle:
         json.dump(payload, handle, indent=2)
 
@@ -666,7 +675,8 @@ def load_result(row: Row, folder: Path) -> RowResult:
         gold=arrays["gold"],
         trajectory=[tuple(p) for p in payload["trajectory"]],
     )
-    return RowResult(row, analysis, payload["sts"], payload["missing"])
+    train = [arrays[k] if k in arrays.files else None for k in ("train_cosines", "train_gold")]
+    return RowResult(row, analysis, payload["sts"], payload["missing"], *train)
 
 
 def measure_rows(

@@ -117,6 +117,12 @@ def test_plan_runs_end_to_end_then_only_redoes_what_changed(setup, caplog):
     )
     assert unsup_line.count(" ± ") >= 2  # STS-B dev and train: mean ± std over the 2 seeds
     assert "Whitening improves uniformity but hurts alignment" in text
+    # rows keep their STS-B train pairs, so the paired bootstrap runs on them; every row has a band
+    arrays = np.load(tmp_path / "out" / "rows" / "raw" / "unsup-simcse" / "seed-3" / "arrays.npz")
+    assert arrays["train_cosines"].shape == arrays["train_gold"].shape and len(arrays["train_gold"]) > 2
+    assert "### Which differences are real" in text and "The pairs here are STS-B dev's" not in text
+    banded = [line for line in text.splitlines() if line.startswith(("| 1 | ", "| 2 | ", "| 3 | "))]
+    assert any("| unsup SimCSE | " in line and "pairs " in line for line in banded)
     flow = next(line for line in text.splitlines() if line.startswith("| Flow improves uniformity"))
     assert flow.endswith("| not measured |")
     for figure in (
@@ -599,3 +605,64 @@ def test_a_row_stored_without_its_datas_fingerprint_is_judged_by_the_tasks_it_fo
     (tmp_path / "row.json").write_text(json.dumps({"missing": missing}))
     assert measured_on_other_data(tmp_path, seen) is None  # the committed rows' case: nothing to redo
     assert "now there: SICKRelatedness" in measured_on_other_data(tmp_path, seen | {"SICKRelatedness": "c"})
+
+
+def seeded(label, trains, align=0.1, dev=None):
+    """A trained row with one value per seed (its geometry the same in every seed)."""
+    row = measured(label, float(np.mean(trains)), align, -2.0, 0.3, 0.2, 100.0, dev=dev)
+    row.exact = False
+    row.seed_values = {"train": list(trains), "align": [align] * len(trains), "uniform": [-2.0] * len(trains)}
+    row.seeds = len(trains)
+    return row
+
+
+def test_a_claim_is_not_distinguishable_when_the_seeds_cannot_tell_its_sides_apart():
+    raw = measured("raw", 70.0, 0.10, -1.0, 0.8, 0.05, 20.0)
+    close = seeded("unsup", [69.0, 71.5, 72.0])  # mean 70.83: above raw, but not beyond the seeds' spread
+    verdict = {v.claim: v for v in judge(raw, raw, close, None, None, None, raw)}["Unsup SimCSE raises STS"]
+    assert (
+        verdict.holds is None
+        and verdict.undecided
+        and verdict.outcome == "not distinguishable at this budget"
+    )
+    assert "seeds +0.83 [" in verdict.evidence
+    far = seeded("unsup", [74.0, 74.5, 75.0])
+    assert {v.claim: v.holds for v in judge(raw, raw, far, None, None, None, raw)}["Unsup SimCSE raises STS"]
+    below = seeded("unsup", [60.0, 60.5, 61.0])
+    verdict = {v.claim: v for v in judge(raw, raw, below, None, None, None, raw)}["Unsup SimCSE raises STS"]
+    assert verdict.holds is False and verdict.outcome == "**fails**"
+
+
+def test_the_pair_bootstrap_must_agree_for_an_sts_claim_to_hold():
+    from sentcl.evaluation.significance import Difference
+
+    raw = measured("raw", 70.0, 0.10, -1.0, 0.8, 0.05, 20.0)
+    far = seeded("unsup", [74.0, 74.5, 75.0])
+
+    def undecided_pairs(left, right):
+        return Difference(0.5, -0.3, 1.3)
+
+    verdicts = {v.claim: v for v in judge(raw, raw, far, None, None, None, raw, pairs=undecided_pairs)}
+    raises = verdicts["Unsup SimCSE raises STS"]
+    assert raises.undecided and "pairs +0.50 [-0.30, +1.30]" in raises.evidence
+    # geometry is measured on fixed sentences: the pair bootstrap is for STS only
+    assert verdicts["Unsup SimCSE improves uniformity while keeping alignment"].holds is True
+
+
+def test_leaderboard_bands_group_rows_the_intervals_cannot_tell_apart():
+    from types import SimpleNamespace
+
+    from sentcl_reproduction.document import PairEvidence, leaderboard_bands
+
+    rows = [
+        seeded("a", [80.0, 80.2, 79.8]),
+        seeded("b", [79.6, 79.9, 79.5]),  # 0.33 below a: within the seeds' noise? a's spread is small
+        seeded("c", [75.0, 75.1, 74.9]),
+        measured("raw", 60.0, 0.10, -1.0, 0.8, 0.05, 20.0),
+    ]
+    lines = [(m, [SimpleNamespace(row=SimpleNamespace(kind="method"))]) for m in rows]
+    banded = leaderboard_bands(lines, PairEvidence("", None, set(), []))
+    bands = {m.label: band for m, band, _ in banded}
+    assert [m.label for m, _, _ in banded] == ["a", "b", "c", "raw"]
+    assert bands["c"] > bands["b"] and bands["raw"] > bands["c"]
+    assert banded[-1][2] == " | "  # the last row has no next row

@@ -136,22 +136,32 @@ def plot_leaderboard(
     references: Sequence[tuple[str, float]],
     path: str | Path,
     metric: str = "STS-B train Spearman ×100",
+    bands: Sequence[int] | None = None,
 ) -> Path:
     """One horizontal bar per method (mean, with its standard deviation as an error bar), best at the top,
-    and each reference row (the untrained start, a post-processed encoder) as a vertical line."""
+    and each reference row (the untrained start, a post-processed encoder) as a vertical line. ``bands``
+    (one per bar): the tie band of each bar; bars of one band share a colour and a bracket with its number
+    (rows within a band cannot be told apart)."""
     path = Path(path)
-    order = sorted(bars, key=lambda bar: bar[1])
+    ranked = sorted(range(len(bars)), key=lambda i: bars[i][1])
+    order = [bars[i] for i in ranked]
     fig, ax = plt.subplots(figsize=(10.5, 0.42 * len(order) + 1.6))
     positions = np.arange(len(order))
+    order_bands = [bands[i] for i in ranked] if bands is not None else None
+    palette = ("#4c72b0", "#9ecae1")
+    colors = [palette[b % 2] for b in order_bands] if order_bands else ["C0"] * len(order)
     ax.barh(
         positions,
         [b[1] for b in order],
         xerr=[b[2] or 0.0 for b in order],
-        color="C0",
-        alpha=0.75,
+        color=colors,
+        alpha=0.85,
         capsize=3,
     )
-    ax.set_yticks(positions, [b[0] for b in order])
+    labels = [b[0] for b in order]
+    if order_bands:
+        labels = [f"{label}  (band {band})" for label, band in zip(labels, order_bands, strict=True)]
+    ax.set_yticks(positions, labels)
     styles = ["-", "--", ":", "-."]
     for i, (label, value) in enumerate(references):
         ax.axvline(value, color=f"C{i + 1}", linestyle=styles[i % len(styles)], label=f"{label}: {value:.2f}")

@@ -4,7 +4,10 @@ a post-processor (fitted now or loaded)."""
 from __future__ import annotations
 
 import argparse
+from dataclasses import asdict, dataclass
 from pathlib import Path
+
+import numpy as np
 
 from sentcl import finite_json
 from sentcl.atomic_write import atomic_file, check_file_target, check_replaceable
@@ -23,6 +26,7 @@ from sentcl.config import ConfigError
 from sentcl.embedder import Batched, Embedder
 from sentcl.evaluation import resolve_data_dir
 from sentcl.evaluation.senteval_protocols import PROTOCOLS
+from sentcl.evaluation.significance import Comparison, SeedInterval, compare, summarize
 from sentcl.evaluation.suite import EvaluationSuite
 from sentcl.evaluation.tasks import known_tasks, needs_data_dir
 from sentcl.model import POOLERS
@@ -65,16 +69,33 @@ def add_parser(commands) -> None:
     add_fit_arguments(p)
     p.add_argument("--save-postprocess", help="save the fitted post-processor in this folder")
     add_overwrite_argument(p, "--save-postprocess")
+    p.add_argument(
+        "--seeds",
+        action="store_true",
+        help="MODEL is a folder `sentcl train --seeds` wrote (or MODEL1,MODEL2,...): evaluate each, then "
+        "mean ± std and the 95 %% interval of every metric",
+    )
+    p.add_argument(
+        "--against",
+        help="another model (or seeds folder): the difference of every metric with its 95 %% intervals "
+        "(over the models, and a paired bootstrap over the evaluation pairs) and whether it is told apart",
+    )
     add_dtype_arguments(p, default="fp32")
 
 
 def run_command(args: argparse.Namespace) -> int:
+    models = seed_models(args.model) if args.seeds else [args.model]
+    others = (
+        (seed_models(args.against) if _has_seeds(args.against) else [args.against]) if args.against else []
+    )
     if args.save_postprocess:  # refused before anything is encoded, fitted or written
         if args.postprocess not in POSTPROCESSORS:
             known = ", ".join(POSTPROCESSORS)
             raise ConfigError(
                 f"--save-postprocess saves a post-processor fitted now: pass --postprocess {known}"
             )
+        if len(models) + len(others) > 1:
+            raise ConfigError("--save-postprocess saves one fitted post-processor: evaluate one model")
         check_replaceable(args.save_postprocess, "postprocessor", args.overwrite, "--save-postprocess")
     if args.json:
         check_file_target(args.json, "--json", args.overwrite)
@@ -82,11 +103,66 @@ def run_command(args: argparse.Namespace) -> int:
     needed = needs_data_dir(args.tasks) or (args.postprocess and not Path(args.postprocess).is_dir())
     data_dir = resolve_data_dir(args.data_dir) if needed else Path()
     suite = EvaluationSuite(data_dir, args.tasks, args.aggregation, args.transfer_protocol)
+    runs = [evaluate_model(model, args, suite, data_dir) for model in models]
+    for run in runs:
+        print(run.label)
+        print(run.tables)
+    payload: dict = {"model": args.model, "postprocess": args.postprocess}
+    if len(runs) == 1:
+        payload |= {"pooler": runs[0].pooler, "metrics": runs[0].metrics} | runs[0].results
+    else:
+        summary = summarize([run.metrics for run in runs])
+        print(f"\n{args.model}: {len(runs)} models, mean ± std [95 % interval over them, from 3 on]")
+        print(format_summary(summary))
+        payload |= {
+            "models": [run.as_json() for run in runs],
+            "summary": {k: asdict(v) for k, v in summary.items()},
+        }
+    if others:
+        against = [evaluate_model(model, args, suite, data_dir) for model in others]
+        comparison = compare(
+            [r.metrics for r in runs], [r.metrics for r in against], [r.pairs for r in runs],
+            [r.pairs for r in against],
+        )  # fmt: skip
+        print(f"\n{args.model} minus {args.against} ({len(runs)} against {len(against)} models):")
+        print(format_comparison(comparison))
+        payload |= {"against": args.against, "against_models": [run.as_json() for run in against]}
+        payload["comparison"] = {
+            key: {"difference": c.difference, "told_apart": c.told_apart}
+            | {name: [i.low, i.high] for name, i in c.intervals.items()}
+            for key, c in comparison.items()
+        }
+    if args.json:
+        with atomic_file(Path(args.json)) as handle:
+            finite_json.dump(payload, handle, indent=2)
+    return 0
+
+
+@dataclass
+class Evaluated:
+    """One model's evaluation: what is printed, what goes to --json, and each metric's evaluation pairs."""
+
+    model: str
+    label: str
+    pooler: str
+    metrics: dict[str, float]
+    tables: str
+    results: dict
+    pairs: dict[str, tuple[np.ndarray, np.ndarray]]
+
+    def as_json(self) -> dict:
+        return {"model": self.model, "pooler": self.pooler, "metrics": self.metrics} | self.results
+
+
+def evaluate_model(model: str, args: argparse.Namespace, suite: EvaluationSuite, data_dir: Path) -> Evaluated:
+    """``model`` encoded as the command's options say (pooler, dtype, dimensions, a post-processor fitted on
+    it or loaded) and evaluated by ``suite``."""
+    args = argparse.Namespace(**(vars(args) | {"model": model}))
     dtype = args.dtype
     encoder = inference_encoder(args)
     # prompts: retrieval tasks encode queries and documents with them
     embedder: Embedder = Batched(encoder, args.batch_size, dim=dimensions(args.dim, encoder.dimension))
-    label = f"{args.model} (pooler {encoder.pooler}{'' if dtype == 'fp32' else ', ' + dtype})"
+    label = f"{model} (pooler {encoder.pooler}{'' if dtype == 'fp32' else ', ' + dtype})"
     if args.postprocess:
         if Path(args.postprocess).is_dir():
             processor = load_postprocessor(args.postprocess)
@@ -94,7 +170,7 @@ def run_command(args: argparse.Namespace) -> int:
             processor = fit(args.postprocess, embedder, fit_corpus(args.fit_on, data_dir, args.fit_max))
             if args.save_postprocess:
                 processor.save(
-                    args.save_postprocess, fitted_on=f"{args.model}: {args.fit_on}", overwrite=args.overwrite
+                    args.save_postprocess, fitted_on=f"{model}: {args.fit_on}", overwrite=args.overwrite
                 )
         else:
             known = ", ".join(POSTPROCESSORS)
@@ -104,15 +180,34 @@ def run_command(args: argparse.Namespace) -> int:
         embedder = PostProcessedEmbedder(embedder, processor)
         label += f" + {processor.name}"
     metrics, tables = suite.run(embedder)
-    print(label)
-    print(tables)
-    if args.json:
-        payload = {
-            "model": args.model,
-            "pooler": encoder.pooler,
-            "postprocess": args.postprocess,
-            "metrics": metrics,
-        }
-        with atomic_file(Path(args.json)) as handle:
-            finite_json.dump(payload | suite.results, handle, indent=2)
-    return 0
+    sts = suite.sts
+    pairs = sts.metric_pairs(sts.last_report) if sts is not None and sts.last_report is not None else {}
+    return Evaluated(model, label, encoder.pooler, metrics, tables, dict(suite.results), pairs)
+
+
+def _has_seeds(folder: str) -> bool:
+    return Path(folder).is_dir() and any(Path(folder).glob("seed-*"))
+
+
+def seed_models(spec: str) -> list[str]:
+    """``--seeds``: the models of a folder ``sentcl train --seeds`` wrote (its ``seed-N`` run folders), or a
+    comma-separated list of models."""
+    if "," in spec:
+        return [part.strip() for part in spec.split(",") if part.strip()]
+    folders = sorted(p for p in Path(spec).glob("seed-*") if p.is_dir())
+    if not folders:
+        raise ConfigError(
+            f"--seeds: {spec} holds no seed-N folders (sentcl train --seeds writes them); or name the "
+            f"models: MODEL1,MODEL2,..."
+        )
+    return [str(folder) for folder in folders]
+
+
+def format_summary(summary: dict[str, SeedInterval]) -> str:
+    width = max((len(k) for k in summary), default=6)
+    return "\n".join(f"{key:<{width}}  {value}  (n={value.n})" for key, value in summary.items())
+
+
+def format_comparison(comparison: dict[str, Comparison]) -> str:
+    width = max((len(k) for k in comparison), default=6)
+    return "\n".join(f"{key:<{width}}  {value}" for key, value in comparison.items())

@@ -22,7 +22,7 @@ The draws come from a seeded generator: the same inputs give the same intervals.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -81,7 +81,10 @@ class Difference:
 
 
 def seed_difference(
-    a: Sequence[float], b: Sequence[float], a_exact: bool = False, b_exact: bool = False,
+    a: Sequence[float],
+    b: Sequence[float],
+    a_exact: bool = False,
+    b_exact: bool = False,
     confidence: float = CONFIDENCE,
 ) -> Difference | None:
     """mean(a) − mean(b) over seeds, with Welch's 95 % interval (Welch–Satterthwaite degrees of freedom). An
@@ -179,3 +182,53 @@ def tie_bands(names: Sequence[str], apart: Callable[[str, str], bool]) -> list[i
         else:
             bands.append(bands[-1])
     return bands
+
+
+def summarize(runs: Sequence[Mapping[str, float]]) -> dict[str, SeedInterval]:
+    """Per metric of several runs (seeds, or models): its interval over them."""
+    keys = list(dict.fromkeys(k for run in runs for k in run))
+    return {key: seed_interval([run[key] for run in runs if key in run]) for key in keys}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One metric of two groups of runs: the difference of their means and its 95 % intervals (``models``:
+    Welch's over the runs; ``pairs``: the paired bootstrap over the evaluation pairs)."""
+
+    difference: float
+    intervals: dict[str, Difference]
+
+    @property
+    def told_apart(self) -> bool:
+        return bool(self.intervals) and all(i.distinguishable for i in self.intervals.values())
+
+    def __str__(self) -> str:
+        said = ", ".join(f"{name} {i}" for name, i in self.intervals.items()) or "no interval (one run each)"
+        return f"{self.difference:+.2f}  {said}  {'told apart' if self.told_apart else 'not distinguishable'}"
+
+
+def compare(
+    runs: Sequence[Mapping[str, float]],
+    against: Sequence[Mapping[str, float]],
+    pairs: Sequence[Mapping[str, tuple[np.ndarray, np.ndarray]]] = (),
+    against_pairs: Sequence[Mapping[str, tuple[np.ndarray, np.ndarray]]] = (),
+) -> dict[str, Comparison]:
+    """Every metric both groups have: mean(runs) − mean(against), with Welch's interval over the runs and,
+    where every run kept the metric's evaluation pairs (system scores, gold) on the same gold, the paired
+    bootstrap over those pairs with each group's runs drawn again in every draw."""
+    every = [*runs, *against]
+    out = {}
+    for key in (k for k in runs[0] if all(k in r for r in every)):
+        a, b = [r[key] for r in runs], [r[key] for r in against]
+        over_runs = seed_difference(a, b)
+        intervals = {"models": over_runs} if over_runs is not None else {}
+        kept = [*pairs, *against_pairs]
+        if len(kept) == len(every) and all(key in p for p in kept):
+            gold = kept[0][key][1]
+            if all(np.array_equal(p[key][1], gold) for p in kept):
+                bootstrap = PairedBootstrap(gold)
+                bootstrap.add("a", np.stack([p[key][0] for p in pairs]))
+                bootstrap.add("b", np.stack([p[key][0] for p in against_pairs]))
+                intervals["pairs"] = bootstrap.compare("a", "b")
+        out[key] = Comparison(float(np.mean(a) - np.mean(b)), intervals)
+    return out

@@ -60,6 +60,8 @@ class TaskScores:
 class STSReport:
     scores: dict[str, TaskScores] = field(default_factory=dict)
     missing: dict[str, str] = field(default_factory=dict)  # task → why
+    #: task → dataset → (system scores, gold scores), pair by pair (what a paired bootstrap resamples)
+    pairs: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]] = field(default_factory=dict)
 
 
 def correlate(system: np.ndarray, gold: np.ndarray) -> Correlation:
@@ -124,6 +126,7 @@ def score_tasks(embedder: Embedder, tasks: Sequence[STSTask]) -> STSReport:
             for key, ps in task.datasets.items()
         }
         report.scores[task.name] = aggregate(task.name, per_dataset)
+        report.pairs[task.name] = per_dataset
     return report
 
 
@@ -170,6 +173,27 @@ class STSEvaluator:
         if metrics and not report.missing:
             metrics["avg"] = float(np.mean([metrics[DISPLAY_NAMES.get(n, n)] for n in requested]))
         return metrics
+
+    def metric_pairs(self, report: STSReport) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Each metric that is one Spearman over one set of pairs → those pairs (system, gold): one split,
+        or the concatenation of a task's datasets under the ``all`` aggregation. ``mean`` / ``wmean`` and
+        ``avg`` average several correlations and have none."""
+        if self.dev_only:
+            pairs = report.pairs.get("STSBenchmark", {})
+            return {"stsb_dev_spearman": pairs["dev"]} if "dev" in pairs else {}
+        out = {}
+        for name, per_dataset in report.pairs.items():
+            split = _TABLE_SPLIT.get(name)
+            if split is None and len(per_dataset) == 1:
+                split = next(iter(per_dataset))
+            if split is not None and split in per_dataset:
+                out[DISPLAY_NAMES.get(name, name)] = per_dataset[split]
+            elif self.aggregation == "all":
+                out[DISPLAY_NAMES.get(name, name)] = (
+                    np.concatenate([system for system, _ in per_dataset.values()]),
+                    np.concatenate([gold for _, gold in per_dataset.values()]),
+                )
+        return out
 
     def format(self, metrics: dict[str, float] | None = None) -> str:
         """The last evaluation as a plain-text table (the evaluation contract, evaluation/tasks.py)."""

@@ -1,7 +1,9 @@
 """Several seeds of one recipe, and the mean ± standard deviation of every evaluation metric.
 
 SimCSE's issue tracker reports about two points of STS variance across seeds; comparing methods on one
-seed each is comparing noise. ``train_seeds`` runs the recipe once per seed into ``output_dir/seed-N``.
+seed each is comparing noise. ``train_seeds`` runs the recipe once per seed into ``output_dir/seed-N``;
+the summary gives each metric's 95 % interval over the seeds from 3 on (``sentcl evaluate OUTPUT --seeds``
+evaluates the same folders on any task, and ``--against`` compares two of them).
 """
 
 from __future__ import annotations
@@ -9,10 +11,9 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
-
 from sentcl import finite_json
 from sentcl.atomic_write import atomic_file
+from sentcl.evaluation.significance import summarize
 from sentcl.training.contrastive import TrainResult, train
 from sentcl.training.recipe import TrainConfig
 
@@ -36,16 +37,22 @@ def train_seeds(
 
 
 def aggregate_metrics(runs: list[dict[str, float]]) -> dict[str, dict[str, float]]:
-    """Per metric: mean, sample standard deviation (ddof 1), min, max and n over the runs."""
-    keys = sorted({k for run in runs for k in run})
+    """Per metric: mean, sample standard deviation (ddof 1), min, max and n over the runs, and from 3 runs on
+    the 95 % interval of the mean (Student's t: ``low``, ``high``; evaluation/significance.py)."""
     out = {}
-    for key in keys:
-        values = np.array([run[key] for run in runs if key in run], dtype=np.float64)
-        std = float(values.std(ddof=1)) if len(values) > 1 else 0.0
-        out[key] = {"mean": float(values.mean()), "std": std, "min": float(values.min()),
-                    "max": float(values.max()), "n": len(values)}  # fmt: skip
-    return out
+    for key, interval in summarize(runs).items():
+        values = [run[key] for run in runs if key in run]
+        out[key] = {"mean": interval.mean, "std": interval.std or 0.0, "min": float(min(values)),
+                    "max": float(max(values)), "n": interval.n}  # fmt: skip
+        if interval.low is not None and interval.high is not None:
+            out[key] |= {"low": interval.low, "high": interval.high}
+    return dict(sorted(out.items()))
 
 
 def format_aggregate(aggregate: dict[str, dict[str, float]]) -> str:
-    return "\n".join(f"{k}: {v['mean']:.2f} ± {v['std']:.2f} (n={v['n']})" for k, v in aggregate.items())
+    """One line per metric: mean ± std, the 95 % interval where there is one, and n."""
+    lines = []
+    for key, v in aggregate.items():
+        interval = f" [{v['low']:.2f}, {v['high']:.2f}]" if "low" in v else ""
+        lines.append(f"{key}: {v['mean']:.2f} ± {v['std']:.2f}{interval} (n={v['n']})")
+    return "\n".join(lines)

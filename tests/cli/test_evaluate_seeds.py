@@ -1,0 +1,57 @@
+"""`sentcl evaluate --seeds` and `--against`: the intervals of the reproduction's leaderboard on the user's own
+comparisons (evaluation/significance.py computes them; these tests check what the command wires through)."""
+
+import json
+
+import pytest
+import torch
+
+from sentcl.cli.main import main
+from sentcl.model import SentenceEncoder
+
+
+def seeds_folder(root, tiny_model_dir, scale, seeds=(1, 2, 3)):
+    """A folder laid out as `sentcl train --seeds` writes it: seed-N/ holding a model, here the tiny model with
+    noise of the given scale (seeded) added to every weight."""
+    for seed in seeds:
+        encoder = SentenceEncoder.load(str(tiny_model_dir))
+        generator = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for parameter in encoder.parameters():
+                parameter.add_(scale * torch.randn(parameter.shape, generator=generator))
+        encoder.save(root / f"seed-{seed}")
+    return root
+
+
+def test_seeds_give_every_metric_its_interval_and_against_compares_on_the_pairs(
+    tmp_path, tiny_model_dir, stsb_data_dir, capsys
+):
+    ours = seeds_folder(tmp_path / "ours", tiny_model_dir, 0.001)
+    theirs = seeds_folder(tmp_path / "theirs", tiny_model_dir, 0.5, seeds=(4, 5, 6))
+    out = tmp_path / "scores.json"
+    argv = ["evaluate", str(ours), "--seeds", "--tasks", "stsb-dev", "--data-dir", str(stsb_data_dir)]
+    assert main([*argv, "--against", str(theirs), "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "3 models, mean ± std [95 % interval" in printed and "(n=3)" in printed
+    payload = json.loads(out.read_text())
+    per_model = [m["metrics"]["stsb_dev_spearman"] for m in payload["models"]]
+    summary = payload["summary"]["stsb_dev_spearman"]
+    assert summary["mean"] == pytest.approx(sum(per_model) / 3) and summary["low"] < summary["high"]
+    comparison = payload["comparison"]["stsb_dev_spearman"]
+    assert set(comparison) == {"difference", "told_apart", "models", "pairs"}  # stsb-dev kept its pairs
+    theirs_mean = sum(m["metrics"]["stsb_dev_spearman"] for m in payload["against_models"]) / 3
+    assert comparison["difference"] == pytest.approx(summary["mean"] - theirs_mean)
+    assert comparison["pairs"][0] <= comparison["pairs"][1]
+    assert f"{ours} minus {theirs}" in printed
+
+
+def test_a_model_against_itself_is_not_told_apart(tmp_path, tiny_model_dir, stsb_data_dir, capsys):
+    argv = ["evaluate", str(tiny_model_dir), "--tasks", "stsb-dev", "--data-dir", str(stsb_data_dir)]
+    assert main([*argv, "--against", str(tiny_model_dir)]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("stsb_dev_spearman"))
+    assert "+0.00" in line and "pairs +0.00 [+0.00, +0.00]" in line and line.endswith("not distinguishable")
+
+
+def test_seeds_of_a_folder_without_seed_folders_is_one_clear_error(tmp_path, tiny_model_dir, capsys):
+    assert main(["evaluate", str(tiny_model_dir), "--seeds", "--tasks", "stsb-dev"]) == 2
+    assert "holds no seed-N folders (sentcl train --seeds writes them)" in capsys.readouterr().err

@@ -78,17 +78,23 @@ test: lint $(CHROMIUM) $(WORDNET)
 	$(BIN)/pytest --durations=25
 
 # sentcl against sentence-transformers on this machine (< 20 min on 2 cores): docs/benchmarks.md explains it.
+# PARTS=encode (or train, sts, sts7, profile, comma-separated) runs those groups only; a part that fails is a
+# row of the table with its error, and the rest still runs.
+PARTS ?= train,encode,sts,sts7,profile
 bench: $(STAMP) $(PEERS)
 	mkdir -p runs/bench
-	$(BIN)/python benchmarks/bench.py --sts7-stand-in --out runs/bench/table.md --json runs/bench/results.json
+	$(BIN)/python benchmarks/bench.py --sts7-stand-in --parts $(PARTS) --out runs/bench/table.md \
+		--json runs/bench/results.json
 
 # sentence-transformers 5.x with its onnx and openvino extras, which cannot share sentcl's transformers 5:
 # the peer at its best documented inference paths, in an environment of its own
-$(PEERS): benchmarks/peers/requirements.txt
+# (from a lock: every package pinned, so a fresh machine gets the versions the bench last ran whole with)
+$(PEERS): benchmarks/peers/requirements.lock
 	$(PYTHON) -m venv benchmarks/peers/.venv
 	benchmarks/peers/.venv/bin/pip install --quiet --upgrade "pip>=24"
 	benchmarks/peers/.venv/bin/pip install --quiet "$(TORCH)"
-	benchmarks/peers/.venv/bin/pip install --quiet -r benchmarks/peers/requirements.txt
+	benchmarks/peers/.venv/bin/pip install --quiet --no-deps -r benchmarks/peers/requirements.lock
+	benchmarks/peers/.venv/bin/pip check
 	touch $@
 
 # The seeds' findings at CPU scale (docs/reproduction.md): makes two MLM encoders, then measures baselines,

@@ -290,11 +290,9 @@ def part_encode_sentcl(device: str, dtype: str = "fp32") -> dict:
 
     # int8: the model exported to ONNX and quantised by ONNX Runtime (what `sentcl encode --dtype int8` runs)
     encoder = for_inference(SentenceEncoder.load(model_path()), dtype, device=device)
-    result = {"dtype": dtype}
-    if dtype != "fp32":
-        result["stsb_dev"] = STSEvaluator(data_dir(), "stsb-dev")(encoder)["stsb_dev_spearman"]
-        if dtype == "auto":
-            result["chosen"] = "bf16" if getattr(encoder, "inference_autocast", None) is not None else "fp32"
+    result = {"dtype": dtype, "stsb_dev": STSEvaluator(data_dir(), "stsb-dev")(encoder)["stsb_dev_spearman"]}
+    if dtype == "auto":
+        result["chosen"] = "bf16" if getattr(encoder, "inference_autocast", None) is not None else "fp32"
     sentences = wiki(20_000, ENCODE_SENTENCES)
     encoder.encode(sentences[:256], batch_size=BATCH)  # warm-up
     if dtype != "int8":  # the work of the pass and the ceiling of its precision, both in this process
@@ -651,15 +649,45 @@ PARTS = {
 }
 
 
+class PartFailedError(RuntimeError):
+    """A part's process failed: the bench reports it as a row with its error and goes on."""
+
+
 def run_part(name: str, device: str) -> dict:
     """One part in a fresh process; its JSON result plus the process's peak RSS."""
     command = [sys.executable, __file__, "--part", name, "--device", device]
     env = os.environ | {"TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    if os.environ.get("SENTCL_BENCH_FAIL") == name:  # the harness's own test: this part fails
+        command = [sys.executable, "-c", "raise SystemExit('made to fail by SENTCL_BENCH_FAIL')"]
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
     if done.returncode != 0:
-        raise RuntimeError(f"part {name} failed:\n{done.stderr[-3000:]}")
+        said = [line for line in done.stderr.strip().splitlines() if line.strip()] or [
+            f"exit {done.returncode}"
+        ]
+        raise PartFailedError(said[-1][:300])
     return json.loads(done.stdout.strip().splitlines()[-1]) | {"wall_s": time.perf_counter() - start}
+
+
+#: ``--parts``: the groups a quick run may pick (the ceiling and the FLOP count always run)
+GROUPS = {
+    "train": ("train-sentcl", "train-sentcl-padded", "train-st", "train-st-bf16"),
+    "encode": (
+        "encode-sentcl", "encode-sentcl-auto", "encode-sentcl-int8", "encode-st", "encode-st-bf16",
+        "encode-st-onnx-int8", "encode-st-openvino",
+    ),
+    "sts": ("sts-sentcl", "sts-st"),
+    "sts7": ("sts7-sentcl", "sts7-stand-in", "sts7-stand-in-auto"),
+    "profile": ("profile",),
+}  # fmt: skip
+
+
+def chosen_parts(spec: str) -> set[str]:
+    names = [part.strip() for part in spec.split(",") if part.strip()]
+    unknown = [n for n in names if n not in GROUPS]
+    if unknown or not names:
+        raise SystemExit(f"--parts {spec!r}: choose from {', '.join(GROUPS)} (comma-separated)")
+    return {"ceiling", "flops"} | {part for name in names for part in GROUPS[name]}
 
 
 def median_of(runs: list[dict], key: str) -> float:
@@ -675,6 +703,11 @@ def main() -> int:
     parser.add_argument("--out", help="write the markdown table here")
     parser.add_argument("--quick", action="store_true", help="tiny sizes: checks the harness only")
     parser.add_argument(
+        "--parts",
+        default=",".join(GROUPS),
+        help=f"comma-separated groups to run (default: all): {', '.join(GROUPS)}; e.g. --parts encode",
+    )
+    parser.add_argument(
         "--sts7-stand-in",
         action="store_true",
         help="time the 7-task STS evaluation on stand-ins with the real sizes (+4-5 min on 2 cores) "
@@ -682,18 +715,24 @@ def main() -> int:
     )
     args = parser.parse_args()
     if args.quick:
-        os.environ["SENTCL_BENCH_QUICK"] = "1"
+        os.environ["SENTCL_BENCH_QUICK"] = "1"  # the parts' processes read it; this one too:
+        global WARMUP, STEPS, ENCODE_SENTENCES
+        WARMUP, STEPS, ENCODE_SENTENCES = 1, 2, 300
     if args.part:
         result = PARTS[args.part](args.device)
         print(json.dumps(result | {"peak_rss_mb": peak_rss_mb()}))
         return 0
 
     started = time.perf_counter()
+    wanted = chosen_parts(args.parts)
     runs: dict[str, list[dict]] = {name: [] for name in PARTS}
+    failures: dict[str, str] = {}
     runs["ceiling"].append(run_part("ceiling", args.device))
     runs["flops"].append(run_part("flops", args.device))
-    if args.device == "cpu":  # where the default step's and encode's time goes (profile first)
-        runs["profile"].append(run_part("profile", args.device))
+    if (
+        args.device == "cpu" and "profile" in wanted
+    ):  # where the step's and encode's time goes (profile first)
+        attempt("profile", args.device, runs, failures)
     for repeat in range(args.repeats):  # peers alternate, so machine load hits both alike
         names = ["train-sentcl", "train-st"] + (["train-sentcl-padded"] if repeat < 1 else [])
         # 10k sentences take minutes: one run per peer, in the first round
@@ -715,15 +754,24 @@ def main() -> int:
         ]
         names += encoding if repeat < 1 else fast
         for name in names:
-            runs[name].append(run_part(name, args.device))
-            print(f"{name}: {runs[name][-1]}", file=sys.stderr)
-    table = report(runs, args.device, time.perf_counter() - started)
+            if name in wanted and name not in failures:  # a part that failed once is not tried again
+                attempt(name, args.device, runs, failures)
+    table = report(runs, args.device, time.perf_counter() - started, failures)
     print(table)
     if args.out:
         Path(args.out).write_text(table, encoding="utf-8")
     if args.json:
-        Path(args.json).write_text(json.dumps(runs, indent=2), encoding="utf-8")
+        Path(args.json).write_text(json.dumps(runs | {"failed": failures}, indent=2), encoding="utf-8")
     return 0
+
+
+def attempt(name: str, device: str, runs: dict[str, list[dict]], failures: dict[str, str]) -> None:
+    try:
+        runs[name].append(run_part(name, device))
+        print(f"{name}: {runs[name][-1]}", file=sys.stderr)
+    except PartFailedError as failure:
+        failures[name] = str(failure)
+        print(f"{name}: FAILED: {failure}", file=sys.stderr)
 
 
 def sts7_lines(runs: dict[str, list[dict]], ceilings: list[float], rss) -> list[str]:
@@ -801,42 +849,55 @@ def peer_lines(runs: dict[str, list[dict]], fp32_dev: float, per_token: float, r
         lines.append(row(label, f"{rate:.1f}", f"{dev:.2f}", f"{delta:+.2f}", equal, rss(name)))
     peers = [(rate, label) for name, label, rate, dev in rows
              if name.startswith("encode-st") and abs(dev - fp32_dev) <= EQUAL_QUALITY]  # fmt: skip
+    if not peers or not runs.get("encode-sentcl-auto"):
+        return lines
     best_rate, best_label = max(peers)
     default = median_of(runs["encode-sentcl-auto"], "sentences_per_s")
     encode_ratio = default / best_rate
-    trainers = [
-        (median_of(runs[n], "sentences_per_s"), n) for n in ("train-st", "train-st-bf16") if runs.get(n)
-    ]
-    peer_train, peer_name = max(trainers)
-    train_ratio = median_of(runs["train-sentcl"], "sentences_per_s") / peer_train
-    train_share = statistics.median(
-        r["tokens_per_s"] * per_token / (r["ceiling_gflops"] * 1e9) for r in runs["train-sentcl"]
-    )
     encode_share = statistics.median(
         r["gflop"] * r["sentences_per_s"] / ENCODE_SENTENCES / r["ceiling_gflops"]
         for r in runs["encode-sentcl-auto"]
     )
+    trainers = [
+        (median_of(runs[n], "sentences_per_s"), n) for n in ("train-st", "train-st-bf16") if runs.get(n)
+    ]
     sts7 = runs.get("sts7-stand-in-auto") or []
 
     def verdict(value: float, target: float, more: bool = True) -> str:
         return "**met**" if (value >= target if more else value <= target) else "**not met**"
 
-    lines += [
-        "",
-        f"Fastest peer trainer: {'bf16=True' if peer_name.endswith('bf16') else 'fp32'} ({peer_train:.1f} "
-        f"sentences/s); fastest peer encode at equal quality: {best_label} ({best_rate:.1f} sentences/s).",
-        "",
-        "Targets, against the peer at its best:",
-        f"- training with defaults ≥ {TARGETS['train']}× the fastest peer trainer: {train_ratio:.2f}× — "
-        f"{verdict(train_ratio, TARGETS['train'])};",
+    lines += ["", f"Fastest peer encode at equal quality: {best_label} ({best_rate:.1f} sentences/s)."]
+    targets = [
         f"- default encode ≥ {TARGETS['encode']}× the fastest peer backend at equal quality: "
         f"{encode_ratio:.2f}× — {verdict(encode_ratio, TARGETS['encode'])};",
-        f"- training at ≥ {TARGETS['ceiling']} of its precision's matmul ceiling: {train_share:.2f} — "
-        f"{verdict(train_share, TARGETS['ceiling'])};",
         f"- default encode at ≥ {TARGETS['ceiling']} of its precision's matmul ceiling: {encode_share:.2f} "
         f"(its forward FLOPs on the real tokens over the ceiling measured in its process) — "
         f"{verdict(encode_share, TARGETS['ceiling'])};",
     ]
+    profiled = runs.get("profile") or [{}]
+    gaps = [("encode", encode_ratio, TARGETS["encode"], default, encode_share, profiled[0].get("encode"))]
+    if trainers and runs.get("train-sentcl"):
+        peer_train, peer_name = max(trainers)
+        train_rate = median_of(runs["train-sentcl"], "sentences_per_s")
+        train_ratio = train_rate / peer_train
+        train_share = statistics.median(
+            r["tokens_per_s"] * per_token / (r["ceiling_gflops"] * 1e9) for r in runs["train-sentcl"]
+        )
+        lines.append(
+            f"Fastest peer trainer: {'bf16=True' if peer_name.endswith('bf16') else 'fp32'} "
+            f"({peer_train:.1f} sentences/s)."
+        )
+        targets = [
+            f"- training with defaults ≥ {TARGETS['train']}× the fastest peer trainer: {train_ratio:.2f}× — "
+            f"{verdict(train_ratio, TARGETS['train'])};",
+            f"- training at ≥ {TARGETS['ceiling']} of its precision's matmul ceiling: {train_share:.2f} — "
+            f"{verdict(train_share, TARGETS['ceiling'])};",
+            *targets,
+        ]
+        gaps.insert(
+            0, ("training", train_ratio, TARGETS["train"], train_rate, train_share, profiled[0].get("train"))
+        )
+    lines += ["", "Targets, against the peer at its best:", *targets]
     if sts7:
         seconds = sts7[0]["seconds"]
         lines.append(
@@ -845,12 +906,7 @@ def peer_lines(runs: dict[str, list[dict]], fp32_dev: float, per_token: float, r
         )
     # by how much a ratio target is missed, and whether the ceiling measured in this run
     # allows it (the share of the ceiling it would need, at the FLOPs per sentence measured here)
-    profiled = runs.get("profile") or [{}]
-    for what, ratio, target, rate, share, profile in (
-        ("training", train_ratio, TARGETS["train"], median_of(runs["train-sentcl"], "sentences_per_s"),
-         train_share, profiled[0].get("train")),
-        ("encode", encode_ratio, TARGETS["encode"], default, encode_share, profiled[0].get("encode")),
-    ):  # fmt: skip
+    for what, ratio, target, rate, share, profile in gaps:
         if ratio < target:
             needed, needed_share = rate * target / ratio, share * target / ratio
             why = (
@@ -886,11 +942,17 @@ def row(*cells) -> str:
     return "| " + " | ".join(str(c) for c in cells) + " |"
 
 
-def report(runs: dict[str, list[dict]], device: str, seconds: float) -> str:
+def report(
+    runs: dict[str, list[dict]], device: str, seconds: float, failures: dict[str, str] | None = None
+) -> str:
+    """The tables of the parts that ran; a part that failed is a row with its error, not a stopped bench."""
     ceiling = runs["ceiling"][0]["gflops"]
     flops = runs["flops"][0]
     # the useful work: the products on the real tokens (the unpadded pass), per real token
     per_token = flops["unpadded_flops"] / flops["real_tokens"]
+
+    def have(*names: str) -> bool:
+        return all(runs.get(name) for name in names)
 
     def rss(name: str) -> str:
         return f"{max(r['peak_rss_mb'] for r in runs[name]):,.0f}"
@@ -906,126 +968,137 @@ def report(runs: dict[str, list[dict]], device: str, seconds: float) -> str:
         )
         return row(label, f"{rate:.1f}", f"{tokens:,.0f}", f"{share:.2f}", rss(name))
 
-    train_ratio = median_of(runs["train-sentcl"], "sentences_per_s") / median_of(
-        runs["train-st"], "sentences_per_s"
-    )
-    padded_ratio = median_of(runs["train-sentcl-padded"], "sentences_per_s") / median_of(
-        runs["train-st"], "sentences_per_s"
-    )
-    encode = {name: median_of(runs[name], "sentences_per_s") for name in ("encode-sentcl", "encode-st")}
-    sts = {name: median_of(runs[name], "seconds") for name in ("sts-sentcl", "sts-st")}
-    sts_scores = runs["sts-sentcl"][0]["scores"]
-    measured = [
-        r["ceiling_gflops"]
-        for name in ("train-sentcl", "train-st", "train-sentcl-padded")
-        for r in runs[name]
-    ]
-    ceilings = f"{min(measured):.1f}–{max(measured):.1f}"
+    trained = [name for name in ("train-sentcl", "train-st", "train-sentcl-padded") if runs.get(name)]
+    measured = [r["ceiling_gflops"] for name in trained for r in runs[name]]
     fp32_measured = [  # the 7-task evaluation encodes in fp32 (evaluate's default --dtype)
-        r["ceiling_gflops"]
-        for name in ("train-sentcl", "train-st", "train-sentcl-padded")
-        for r in runs[name]
-        if r.get("precision", "fp32") == "fp32"
+        r["ceiling_gflops"] for name in trained for r in runs[name] if r.get("precision", "fp32") == "fp32"
     ]
     from sentcl.hardware import detect
 
     bf16_ceiling = runs["ceiling"][0].get("bf16_gflops")
+    counts = ", ".join(f"{name}: {len(runs[name])}" for name in PARTS if runs.get(name))
+    in_runs = (
+        f", {min(measured):.1f}–{max(measured):.1f} GFLOP/s (min–max) measured in the training runs "
+        f"themselves (transformer-shaped products in the precision each run trains in; the FLOP-limit "
+        f"column uses each run's own)"
+        if measured
+        else ""
+    )
     lines = [
         f"Device {device}: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
         f"{detect(device).describe()}"
         + (f"; bfloat16 matmul ceiling {bf16_ceiling:.1f} GFLOP/s" if bf16_ceiling else "")
         + "; "
         f"{runs['ceiling'][0]['dtype'].removeprefix('torch.')} matmul ceiling {ceiling:.1f} GFLOP/s at the "
-        f"start, {ceilings} GFLOP/s (min–max) measured in the training runs themselves (transformer-shaped "
-        f"products in the precision each run trains in; the FLOP-limit column uses each run's own); "
-        f"one SimCSE step ({BATCH} sentences × 2 "
-        f"views) = "
+        f"start{in_runs}; one SimCSE step ({BATCH} sentences × 2 views) = "
         f"{flops['flops'] / 1e9:.1f} GFLOP padded ({flops['padded_tokens']} tokens), "
         f"{flops['unpadded_flops'] / 1e9:.1f} GFLOP on its {flops['real_tokens']} real tokens "
-        f"({per_token / 1e6:.1f} MFLOP per real token: the FLOP-limit column). "
-        f"Training: medians of {len(runs['train-sentcl'])} runs "
-        f"(padded: {len(runs['train-sentcl-padded'])}); "
-        f"encode: medians of {len(runs['encode-st'])} runs (sentcl fp32: {len(runs['encode-sentcl'])}); "
-        f"STS: one run each; the benchmark took {seconds / 60:.1f} min.",
-        "",
-        row("training: unsup. SimCSE, MiniLM, batch 64, len 32", "sentences/s", "real tokens/s",
-            "of FLOP limit", "peak RSS MB"),
-        row("---", "---:", "---:", "---:", "---:"),
-        train_row(f"sentcl (default settings: {precision('train-sentcl')})", "train-sentcl"),
-        train_row(
-            f"sentcl, padded (model.unpad: false, model.fast_dropout: false; "
-            f"{precision('train-sentcl-padded')})",
-            "train-sentcl-padded",
-        ),
-        train_row("sentence-transformers (MNRL on (s, s))", "train-st"),
-        "",
-        f"Training ratio sentcl / sentence-transformers: **{train_ratio:.2f}×** (padded, as before "
-        f"unpadding: **{padded_ratio:.2f}×**).",
-        "",
-        row(f"encode: {ENCODE_SENTENCES:,} wiki sentences, batch {BATCH}", "sentences/s", "ratio",
-            "peak RSS MB"),
-        row("---", "---:", "---:", "---:"),
-        row("sentcl fp32", f"{encode['encode-sentcl']:.1f}",
-            f"{encode['encode-sentcl'] / encode['encode-st']:.2f}×", rss("encode-sentcl")),
-    ]  # fmt: skip
-    if runs["encode-sentcl-auto"]:
-        auto = runs["encode-sentcl-auto"][0]
-        auto_rate = median_of(runs["encode-sentcl-auto"], "sentences_per_s")
-        lines.append(
-            row(
-                f"sentcl default (`sentcl encode`: --dtype auto, {auto['chosen']} here)",
-                f"{auto_rate:.1f}",
-                f"{auto_rate / encode['encode-st']:.2f}×",
-                rss("encode-sentcl-auto"),
-            )
-        )
-    if runs["encode-sentcl-int8"]:
-        int8_rate = median_of(runs["encode-sentcl-int8"], "sentences_per_s")
-        ratio = int8_rate / encode["encode-st"]
-        lines.append(
-            row(
-                "sentcl int8 (ONNX Runtime, dynamic)",
-                f"{int8_rate:.1f}",
-                f"{ratio:.2f}×",
-                rss("encode-sentcl-int8"),
-            )
-        )
-    lines += [
-        row("sentence-transformers", f"{encode['encode-st']:.1f}", "1.00×", rss("encode-st")),
-        "",
-        row("STS evaluation: STS-B dev, 1,500 pairs (load, encode, score)", "seconds", "peak RSS MB"),
-        row("---", "---:", "---:"),
-        row("sentcl", f"{sts['sts-sentcl']:.1f}", rss("sts-sentcl")),
-        row("sentence-transformers", f"{sts['sts-st']:.1f}", rss("sts-st")),
-        "",
-        f"sentcl's scores: {json.dumps({k: round(v, 2) for k, v in sts_scores.items()})}.",
+        f"({per_token / 1e6:.1f} MFLOP per real token: the FLOP-limit column). Runs per part (medians "
+        f"reported): {counts}; the benchmark took {seconds / 60:.1f} min.",
     ]
-    lines += peer_lines(runs, sts_scores["stsb_dev_spearman"], per_token, rss)
-    lines += sts7_lines(runs, [*fp32_measured, ceiling], rss)
-    if runs["sts7-stand-in-auto"]:
+    if have("train-sentcl", "train-st", "train-sentcl-padded"):
+        train_ratio = median_of(runs["train-sentcl"], "sentences_per_s") / median_of(
+            runs["train-st"], "sentences_per_s"
+        )
+        padded_ratio = median_of(runs["train-sentcl-padded"], "sentences_per_s") / median_of(
+            runs["train-st"], "sentences_per_s"
+        )
+        lines += [
+            "",
+            row("training: unsup. SimCSE, MiniLM, batch 64, len 32", "sentences/s", "real tokens/s",
+                "of FLOP limit", "peak RSS MB"),
+            row("---", "---:", "---:", "---:", "---:"),
+            train_row(f"sentcl (default settings: {precision('train-sentcl')})", "train-sentcl"),
+            train_row(
+                f"sentcl, padded (model.unpad: false, model.fast_dropout: false; "
+                f"{precision('train-sentcl-padded')})",
+                "train-sentcl-padded",
+            ),
+            train_row("sentence-transformers (MNRL on (s, s))", "train-st"),
+            "",
+            f"Training ratio sentcl / sentence-transformers: **{train_ratio:.2f}×** (padded, as before "
+            f"unpadding: **{padded_ratio:.2f}×**).",
+        ]  # fmt: skip
+    fp32_dev = None
+    if have("encode-sentcl", "encode-st"):
+        encode = {name: median_of(runs[name], "sentences_per_s") for name in ("encode-sentcl", "encode-st")}
+        fp32_dev = runs["encode-sentcl"][0].get("stsb_dev")
+        lines += [
+            "",
+            row(f"encode: {ENCODE_SENTENCES:,} wiki sentences, batch {BATCH}", "sentences/s", "ratio",
+                "peak RSS MB"),
+            row("---", "---:", "---:", "---:"),
+            row("sentcl fp32", f"{encode['encode-sentcl']:.1f}",
+                f"{encode['encode-sentcl'] / encode['encode-st']:.2f}×", rss("encode-sentcl")),
+        ]  # fmt: skip
+        if runs.get("encode-sentcl-auto"):
+            auto = runs["encode-sentcl-auto"][0]
+            auto_rate = median_of(runs["encode-sentcl-auto"], "sentences_per_s")
+            lines.append(
+                row(
+                    f"sentcl default (`sentcl encode`: --dtype auto, {auto['chosen']} here)",
+                    f"{auto_rate:.1f}",
+                    f"{auto_rate / encode['encode-st']:.2f}×",
+                    rss("encode-sentcl-auto"),
+                )
+            )
+        if runs.get("encode-sentcl-int8"):
+            int8_rate = median_of(runs["encode-sentcl-int8"], "sentences_per_s")
+            lines.append(
+                row(
+                    "sentcl int8 (ONNX Runtime, dynamic)",
+                    f"{int8_rate:.1f}",
+                    f"{int8_rate / encode['encode-st']:.2f}×",
+                    rss("encode-sentcl-int8"),
+                )
+            )
+        lines.append(row("sentence-transformers", f"{encode['encode-st']:.1f}", "1.00×", rss("encode-st")))
+    sts_scores = runs["sts-sentcl"][0]["scores"] if runs.get("sts-sentcl") else None
+    if have("sts-sentcl", "sts-st") and sts_scores is not None:
+        sts = {name: median_of(runs[name], "seconds") for name in ("sts-sentcl", "sts-st")}
+        lines += [
+            "",
+            row("STS evaluation: STS-B dev, 1,500 pairs (load, encode, score)", "seconds", "peak RSS MB"),
+            row("---", "---:", "---:"),
+            row("sentcl", f"{sts['sts-sentcl']:.1f}", rss("sts-sentcl")),
+            row("sentence-transformers", f"{sts['sts-st']:.1f}", rss("sts-st")),
+            "",
+            f"sentcl's scores: {json.dumps({k: round(v, 2) for k, v in sts_scores.items()})}.",
+        ]
+        fp32_dev = fp32_dev if fp32_dev is not None else sts_scores["stsb_dev_spearman"]
+    if fp32_dev is not None:
+        lines += peer_lines(runs, fp32_dev, per_token, rss)
+    if any(runs.get(name) for name in ("sts7-sentcl", "sts7-stand-in")):
+        lines += sts7_lines(runs, [*fp32_measured, ceiling], rss)
+    if runs.get("sts7-stand-in-auto"):
         auto7 = runs["sts7-stand-in-auto"][0]
         lines.append(
             f"The same stand-in evaluation with `--dtype auto` ({auto7['chosen']} here): "
             f"**{auto7['seconds']:.1f} s**, peak RSS {rss('sts7-stand-in-auto')} MB."
         )
-    for name in ("encode-sentcl-auto", "encode-sentcl-int8"):
-        if runs[name]:
-            other = runs[name][0]
-            label = f"auto ({other['chosen']})" if other["dtype"] == "auto" else other["dtype"]
-            lines.append(
-                f"STS-B dev Spearman, fp32 → {label}: {sts_scores['stsb_dev_spearman']:.2f} → "
-                f"{other['stsb_dev']:.2f}."
-            )
+    if fp32_dev is not None:
+        for name in ("encode-sentcl-auto", "encode-sentcl-int8"):
+            if runs.get(name):
+                other = runs[name][0]
+                label = f"auto ({other['chosen']})" if other["dtype"] == "auto" else other["dtype"]
+                lines.append(f"STS-B dev Spearman, fp32 → {label}: {fp32_dev:.2f} → {other['stsb_dev']:.2f}.")
     kernels = runs["ceiling"][0].get("int8_over_fp32_by_shape")
-    if kernels:
+    if kernels and have("encode-sentcl", "encode-st"):
         shapes = ", ".join(f"{shape} {ratio:.2f}×" for shape, ratio in kernels.items())
-        needed = 2 * encode["encode-st"] / encode["encode-sentcl"]
+        needed = (
+            2
+            * median_of(runs["encode-st"], "sentences_per_s")
+            / median_of(runs["encode-sentcl"], "sentences_per_s")
+        )
         lines.append(
             f"torch's int8 kernels against fp32 on the same products (dynamic int8 Linear, engine "
             f"{runs['ceiling'][0]['quantized_engine']}): {shapes} — a proxy for what int8 products gain here "
             f"(sentcl's int8 path runs ONNX Runtime's); 2× sentence-transformers would need {needed:.2f}× "
             f"over sentcl's fp32 encode."
         )
+    if failures:
+        lines += ["", row("part that failed", "its error (last line)"), row("---", "---")]
+        lines += [row(f"`{name}`", error.replace("|", "\\|")) for name, error in failures.items()]
     return "\n".join(lines) + "\n"
 
 

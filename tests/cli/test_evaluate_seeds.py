@@ -1,5 +1,5 @@
-"""`sentcl evaluate --seeds` and `--against`: the intervals of the reproduction's leaderboard on the user's own
-comparisons (evaluation/significance.py computes them; these tests check what the command wires through)."""
+"""`sentcl evaluate --seeds` and `--against`: the intervals of the reproduction's leaderboard on the user's
+own comparisons (evaluation/significance.py computes them; these tests check what the command passes on)."""
 
 import json
 
@@ -11,8 +11,8 @@ from sentcl.model import SentenceEncoder
 
 
 def seeds_folder(root, tiny_model_dir, scale, seeds=(1, 2, 3)):
-    """A folder laid out as `sentcl train --seeds` writes it: seed-N/ holding a model, here the tiny model with
-    noise of the given scale (seeded) added to every weight."""
+    """A folder laid out as `sentcl train --seeds` writes it: seed-N/ holding a model, here the tiny model
+    with noise of the given scale (seeded) added to every weight."""
     for seed in seeds:
         encoder = SentenceEncoder.load(str(tiny_model_dir))
         generator = torch.Generator().manual_seed(seed)

@@ -1,0 +1,46 @@
+"""`make bench`'s harness (benchmarks/bench.py): a part that fails is a row of the table with its error,
+the rest is still reported, and --parts picks groups. The measurements are the bench's, not a test's."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench", ROOT / "benchmarks" / "bench.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def synthetic_runs(bench) -> dict:
+    runs = {name: [] for name in bench.PARTS}
+    runs["ceiling"] = [{"gflops": 100.0, "dtype": "torch.float32"}]
+    runs["flops"] = [{"flops": 2e11, "unpadded_flops": 1.5e11, "real_tokens": 3000, "padded_tokens": 4096}]
+    rate = {"encode-sentcl": 50.0, "encode-sentcl-auto": 60.0, "encode-st": 45.0, "encode-st-bf16": 70.0}
+    for name, value in rate.items():
+        runs[name] = [
+            {"sentences_per_s": value, "peak_rss_mb": 800.0, "stsb_dev": 86.7, "dtype": "auto",
+             "chosen": "bf16", "gflop": 10.0, "ceiling_gflops": 100.0}
+        ]  # fmt: skip
+    return runs
+
+
+def test_a_failed_part_is_a_row_with_its_error_and_the_rest_is_reported(bench):
+    table = bench.report(synthetic_runs(bench), "cpu", 60.0, {"encode-st-openvino": "KeyError: 'model_type'"})
+    assert "| sentcl fp32 | 50.0 | 1.11× | 800 |" in table
+    assert "| `encode-st-openvino` | KeyError: 'model_type' |" in table
+    assert "Fastest peer encode at equal quality" in table and "training with defaults" not in table
+
+
+def test_parts_pick_groups_and_refuse_unknown_names(bench):
+    assert {"encode-st-onnx-int8", "ceiling", "flops"} <= bench.chosen_parts("encode")
+    assert "train-st" not in bench.chosen_parts("encode,sts")
+    with pytest.raises(SystemExit, match="choose from train, encode, sts, sts7, profile"):
+        bench.chosen_parts("encod")

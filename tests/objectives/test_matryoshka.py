@@ -67,6 +67,8 @@ def test_no_objective_of_the_registry_accepts_the_key_and_ignores_it(tiny_model_
         extra = {"complementary_model": "start"} if name == "dclr" else {}
         if name == "vascl":
             extra = {"variant": "paper"}  # the reference variant refuses (tested below)
+        if name == "distillation":
+            extra = {"teacher": str(tiny_model_dir)}  # its one required key
         if "matryoshka_dims" not in {f.name for f in fields(config_class)}:
             refused.append(name)  # a config without the key: a recipe naming it is an unknown key
             with pytest.raises(ConfigError, match="unknown"):
@@ -92,7 +94,7 @@ def test_no_objective_of_the_registry_accepts_the_key_and_ignores_it(tiny_model_
         assert with_prefixes.loss.item() != pytest.approx(without.loss.item(), rel=1e-4)
         accepted.append(name)
     assert set(accepted) == {"simcse", "nt_xent", "align_uniform", "dclr", "vascl", "debiased_simcse"}
-    assert set(refused) == {"moco", "tacl", "sg_opt", "ease", "cline", "masked_lm"}
+    assert set(refused) == {"moco", "tacl", "sg_opt", "ease", "cline", "masked_lm", "distillation"}
     with pytest.raises(ConfigError, match=r"VaSCL \(variant: reference\) maps the full embedding"):
         from sentcl.objectives import VaSCL, VaSCLConfig
 

@@ -154,6 +154,13 @@ OBJECTIVES = {
     "ease+streaming": ({"name": "ease"}, {"text_columns": 1, "n_views": 2, "streaming": True}, {}, "ease"),
     "simcse+child_tuning_F": ({"name": "simcse"}, {}, {"child_tuning": {"mode": "F", "reserve": 0.3}}),
     "simcse+child_tuning_D": ({"name": "simcse"}, {}, {"child_tuning": {"mode": "D", "fisher_batches": 2}}),
+    # the teacher is the tiny model itself (TEACHER is replaced by its folder)
+    "distillation": ({"name": "distillation", "teacher": "TEACHER", "listwise": "listmle"}, {}),
+    "distillation+gradcache": (
+        {"name": "distillation", "teacher": "TEACHER", "listwise": "listnet"},
+        {},
+        {"gradcache_chunk": 2},
+    ),
 }
 
 
@@ -184,6 +191,9 @@ def test_every_objective_trains_checkpoints_and_resumes_exactly(
     objective, data, *extra = OBJECTIVES[method]
     if extra[1:] == ["ease"]:
         wiki_file = ease_rows(tmp_path / "ease.tsv", SENTENCES * 2)
+    if objective.get("teacher") == "TEACHER":
+        objective = objective | {"teacher": str(tiny_model_dir)}
+        monkeypatch.setenv("SENTCL_CACHE", str(tmp_path / "cache"))  # the teacher's table is cached there
 
     def run(folder, **training):
         training |= extra[0] if extra else {}

@@ -246,3 +246,20 @@ def _shape_note(entry) -> str:
 def _some(keys: list[str], shown: int = 3) -> str:
     keys = sorted(keys)
     return ", ".join(keys[:shown]) + (f" and {len(keys) - shown} more" if len(keys) > shown else "")
+
+
+def keep_layers(backbone: PreTrainedModel, layers: list[int], where: str = "model.keep_layers") -> None:
+    """A layer-reduced student: only the transformer layers ``layers`` (0-based, in order) of ``backbone``
+    are kept (e.g. [0, 2, 4] of MiniLM-L6's six), its config saying so, so that the saved model loads as a
+    smaller model of the same family. The embeddings and every kept layer keep their trained weights."""
+    stack = getattr(getattr(backbone, "encoder", None), "layer", None)
+    if not isinstance(stack, torch.nn.ModuleList):
+        raise ConfigError(f"{where}: {type(backbone).__name__} has no encoder.layer stack to keep layers of")
+    total = len(stack)
+    if not layers or any(not 0 <= i < total for i in layers) or sorted(set(layers)) != list(layers):
+        raise ConfigError(
+            f"{where}: {layers} must be distinct layer numbers in increasing order, each in 0…{total - 1} "
+            f"(the model has {total} layers)"
+        )
+    backbone.get_submodule("encoder").layer = torch.nn.ModuleList([stack[i] for i in layers])
+    backbone.config.num_hidden_layers = len(layers)

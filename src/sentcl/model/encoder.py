@@ -39,6 +39,7 @@ from sentcl.encode_contract import SIMILARITY_FUNCTIONS, SentenceTransformersCon
 from sentcl.hardware import resolve_device
 from sentcl.model.backbone import (
     ModelLoadError,
+    keep_layers,
     load_backbone,
     position_limit,
     read_json_object,
@@ -106,6 +107,9 @@ class ModelConfig:
     #: unit-length vectors from ``encode``: null as the started model (its Normalize, if any), true adds
     #: a Normalize, false removes it
     normalize: bool | None = None
+    #: a layer-reduced student: keep only these transformer layers of the started model (0-based, in
+    #: order, e.g. [0, 2, 4] of a 6-layer teacher); empty: every layer
+    keep_layers: list[int] = field(default_factory=list)
 
     def validate(self) -> None:
         if not self.name_or_path:
@@ -156,6 +160,8 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
         """A backbone with a fresh head (if the pooler has one): the start of training."""
         resolved = resolve_model_path(config.name_or_path)
         backbone, tokenizer = load_backbone(resolved, config.allow_pickle)
+        if config.keep_layers:
+            keep_layers(backbone, config.keep_layers)
         head = None
         if config.pooler in WITH_MLP_HEAD:
             head = MLPHead(

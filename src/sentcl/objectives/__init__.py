@@ -8,6 +8,7 @@ from sentcl.objectives.base import ContrastiveObjective, Objective, ObjectiveCon
 from sentcl.objectives.cline import CLINE, CLINEConfig
 from sentcl.objectives.dclr import DCLR, DCLRConfig
 from sentcl.objectives.debiased_simcse import DebiasedSimCSE, DebiasedSimCSEConfig
+from sentcl.objectives.distillation import Distillation, DistillationConfig
 from sentcl.objectives.ease import EASE, EASEConfig
 from sentcl.objectives.masked_lm import MaskedLM, MaskedLMConfig, MaskedLMObjective, WithMLM
 from sentcl.objectives.moco import MoCo, MoCoConfig
@@ -30,6 +31,7 @@ REGISTRY: dict[str, tuple[type[Objective], type[ObjectiveConfig]]] = {
     "cline": (CLINE, CLINEConfig),
     "debiased_simcse": (DebiasedSimCSE, DebiasedSimCSEConfig),
     "masked_lm": (MaskedLM, MaskedLMConfig),
+    "distillation": (Distillation, DistillationConfig),
 }
 
 # One name per method: registry key = module = class (its letters) = docs/methods page. The classes' names
@@ -62,6 +64,8 @@ __all__ = [
     "DebiasedInfoNCE",
     "DebiasedSimCSE",
     "DebiasedSimCSEConfig",
+    "Distillation",
+    "DistillationConfig",
     "EASEConfig",
     "InfoNCE",
     "InfoNCEConfig",

@@ -86,6 +86,8 @@ class Objective(nn.Module):
     untrained_poolers: ClassVar[dict[str, str]] = {}
     #: why the objective cannot train embedding prefixes (objectives/matryoshka.py); None: it can
     matryoshka_refusal: ClassVar[str | None] = "is not a loss on sentence embeddings"
+    #: why its loss cannot be measured on held-out rows (training.select_by: loss); None: it can
+    held_out_refusal: ClassVar[str | None] = None
 
     config: ObjectiveConfig
     encoder: SentenceEncoder | None

@@ -76,6 +76,12 @@ def _train(config: TrainConfig, start, also_measure) -> TrainResult:
     else:
         records = read_records(train_file, header=config.data.header)
     evaluator, probe, held_rows = None, None, None
+    refusal = REGISTRY[config.objective_name][0].held_out_refusal
+    if loop.select_by == "loss" and refusal:  # before any table is built from the data
+        raise ConfigError(
+            f"training.select_by: loss measures the objective on held-out rows, but "
+            f"{config.objective_name} {refusal}; select by align_uniform or stsb-dev"
+        )
     if loop.select_by != "stsb-dev":  # label-free selection: its examples never reach training
         assert records is not None  # check_streaming refused a label-free selection of a stream
         records, held_rows = hold_out(records, loop.select_holdout)

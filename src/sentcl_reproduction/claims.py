@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sentcl.analysis.report import ModelAnalysis
-from sentcl.evaluation.significance import Difference, SeedInterval, seed_difference
+from sentcl.evaluation.significance import Difference, SeedInterval, seed_difference, seed_interval
 
 #: "keeps alignment": ℓ_align may rise by at most this much (α = 2 on the unit sphere, range 0…4)
 ALIGN_TOLERANCE = 0.05
@@ -52,8 +52,11 @@ class Measured:
     exact: bool = True
     #: metric ("train", "dev", "align", "uniform", a spectrum key) → its value for each seed
     seed_values: dict[str, list[float]] = field(default_factory=dict)
-    #: the 95 % interval of the STS-B train mean over the seeds (from 3 seeds on)
-    train_interval: SeedInterval | None = None
+
+    @property
+    def train_interval(self) -> SeedInterval | None:
+        """The STS-B train mean over the seeds with its 95 % interval (from 3 seeds on); None without it."""
+        return seed_interval(self.values("train")) if self.train == self.train else None
 
     def value(self, metric: str) -> float:
         if metric in ("train", "dev"):

@@ -21,7 +21,7 @@ from sentcl.analysis.plots import (
 )
 from sentcl.analysis.report import ModelAnalysis, markdown_table
 from sentcl.atomic_write import atomic_file
-from sentcl.evaluation.significance import CONFIDENCE, RESAMPLES, PairedBootstrap, seed_interval, tie_bands
+from sentcl.evaluation.significance import CONFIDENCE, RESAMPLES, PairedBootstrap, tie_bands
 from sentcl_reproduction.claims import HOLDS, PAPER_STS, Check, Measured, Verdict, check_outcome, judge
 from sentcl_reproduction.pipeline import MethodSearch, RowResult, StageOutcome, slug
 from sentcl_reproduction.plan import Plan
@@ -106,7 +106,6 @@ def group_rows(results: Sequence[RowResult]) -> list[tuple[Measured, list[RowRes
         measured = Measured(
             label, analysis, dev, train, dev_std, train_std, len(members), pooler or "", kept_start,
             exact=row.kind != "method", seed_values=values,
-            train_interval=seed_interval(values["train"]) if train == train else None,
         )  # fmt: skip
         lines.append((measured, members))
     return lines
@@ -361,12 +360,11 @@ class PairEvidence:
 
     split: str  # "train" or "dev"; "" when no row kept its pairs
     bootstrap: PairedBootstrap | None
-    covered: set[str]
     #: rows that kept no STS-B train pairs (measured before rows kept them)
     lacking_train: list[str]
 
     def __call__(self, left: Measured, right: Measured):
-        if self.bootstrap is None or left.label not in self.covered or right.label not in self.covered:
+        if self.bootstrap is None or not {left.label, right.label} <= self.bootstrap.replicates.keys():
             return None
         return self.bootstrap.compare(left.label, right.label)
 
@@ -387,13 +385,13 @@ def pair_evidence(lines: Sequence[tuple[Measured, list[RowResult]]]) -> PairEvid
     usable = [(m, [pairs_of(r) for r in members]) for m, members in lines]
     usable = [(m, p) for m, p in usable if all(len(g) > 2 for _, g in p)]
     if not usable:
-        return PairEvidence("", None, set(), lacking)
+        return PairEvidence("", None, lacking)
     gold = usable[0][1][0][1]
-    same = [(m, p) for m, p in usable if all(len(g) == len(gold) and np.array_equal(g, gold) for _, g in p)]
-    bootstrap = PairedBootstrap(gold, resamples=RESAMPLES, seed=0)
-    for measured, pairs in same:
-        bootstrap.add(measured.label, np.stack([scores for scores, _ in pairs]))
-    return PairEvidence(split, bootstrap, {m.label for m, _ in same}, lacking)
+    bootstrap = PairedBootstrap(gold)  # a row scored against other gold scores is left out of it
+    for measured, pairs in usable:
+        if all(np.array_equal(g, gold) for _, g in pairs):
+            bootstrap.add(measured.label, np.stack([scores for scores, _ in pairs]))
+    return PairEvidence(split, bootstrap, lacking)
 
 
 def _interval_cell(m: Measured) -> str:

@@ -661,7 +661,7 @@ def test_leaderboard_bands_group_rows_the_intervals_cannot_tell_apart():
         measured("raw", 60.0, 0.10, -1.0, 0.8, 0.05, 20.0),
     ]
     lines = [(m, [SimpleNamespace(row=SimpleNamespace(kind="method"))]) for m in rows]
-    banded = leaderboard_bands(lines, PairEvidence("", None, set(), []))
+    banded = leaderboard_bands(lines, PairEvidence("", None, []))
     bands = {m.label: band for m, band, _ in banded}
     assert [m.label for m, _, _ in banded] == ["a", "b", "c", "raw"]
     assert bands["c"] > bands["b"] and bands["raw"] > bands["c"]

@@ -138,6 +138,7 @@ class PairedBootstrap:
         generator = np.random.default_rng(seed)
         self.indices = generator.integers(0, len(gold), size=(resamples, len(gold)))
         self.gold_ranks = rankdata(gold[self.indices], axis=1)
+        self.full_gold_ranks = rankdata(gold)[None]  # [1, n]: the point estimates' gold, every pair once
         self.points: dict[str, float] = {}
         self.replicates: dict[str, np.ndarray] = {}  # name → [resamples]
 
@@ -160,8 +161,7 @@ class PairedBootstrap:
             seed_draws = generator.integers(0, len(scores), size=(resamples, len(scores)))
         # replicate r: the mean over the seeds drawn for it, each scored on replicate r's pairs
         self.replicates[name] = per_seed[seed_draws, np.arange(resamples)[:, None]].mean(axis=1)
-        gold_ranks = rankdata(self.gold)
-        self.points[name] = float(np.mean([spearman_rows(s[None], gold_ranks[None])[0] for s in scores]))
+        self.points[name] = float(np.mean([spearman_rows(s[None], self.full_gold_ranks)[0] for s in scores]))
 
     def compare(self, a: str, b: str) -> Difference:
         differences = self.replicates[a] - self.replicates[b]
@@ -178,7 +178,7 @@ def tie_bands(names: Sequence[str], apart: Callable[[str, str], bool]) -> list[i
     for name in names:
         if leader is None or apart(leader, name):
             leader = name
-            bands.append(len(set(bands)) + 1)
+            bands.append(bands[-1] + 1 if bands else 1)
         else:
             bands.append(bands[-1])
     return bands
@@ -216,13 +216,12 @@ def compare(
     """Every metric both groups have: mean(runs) − mean(against), with Welch's interval over the runs and,
     where every run kept the metric's evaluation pairs (system scores, gold) on the same gold, the paired
     bootstrap over those pairs with each group's runs drawn again in every draw."""
-    every = [*runs, *against]
+    every, kept = [*runs, *against], [*pairs, *against_pairs]
     out = {}
     for key in (k for k in runs[0] if all(k in r for r in every)):
         a, b = [r[key] for r in runs], [r[key] for r in against]
         over_runs = seed_difference(a, b)
         intervals = {"models": over_runs} if over_runs is not None else {}
-        kept = [*pairs, *against_pairs]
         if len(kept) == len(every) and all(key in p for p in kept):
             gold = kept[0][key][1]
             if all(np.array_equal(p[key][1], gold) for p in kept):

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from sentcl import precision
 from sentcl.config import ConfigError
-from sentcl.hardware import resolve_device
+from sentcl.hardware import detect, resolve_device
+from sentcl.model import int8_gate
 from sentcl.model.backbone import ModelLoadError
 from sentcl.model.encoder import SentenceEncoder
 from sentcl.model.onnx import ONNX_FILE, OnnxEncoder
@@ -28,7 +29,9 @@ def for_inference(encoder, dtype: str = "auto", where: str = "--dtype", device: 
     """``encoder`` (a ``SentenceEncoder`` or an ``OnnxEncoder``) set to run in ``dtype`` on ``device``
     (``auto``: a GPU where there is one): an ONNX export as it is (its precision fixed at export; ``auto`` and
     ``fp32`` take it; ONNX Runtime runs on the CPU), int8 exported and quantised now, fp32 / bf16 / auto by
-    the encoder itself on the device."""
+    the encoder itself on the device. ``auto`` on a CPU without native bf16 takes int8 for a model whose
+    int8 STS-B dev stays within 0.3 of its fp32 one (model/int8_gate.py: checked once, recorded), else
+    fp32."""
     dtype = precision.canonical(dtype, where)
     onnx = isinstance(encoder, OnnxEncoder) or dtype == "int8"
     if onnx and device not in ("auto", "cpu"):
@@ -39,4 +42,7 @@ def for_inference(encoder, dtype: str = "auto", where: str = "--dtype", device: 
         return encoder
     if dtype == "int8":
         return OnnxEncoder.from_encoder(encoder, int8=True)
-    return encoder.to(resolve_device(device, "--device")).with_dtype(dtype)
+    placed = resolve_device(device, "--device")
+    if dtype == "auto" and placed.type == "cpu" and not (hardware := detect("cpu")).native_bf16:
+        return int8_gate.choose_on_cpu(encoder.to(placed), hardware)[0]
+    return encoder.to(placed).with_dtype(dtype)

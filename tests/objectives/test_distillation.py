@@ -173,3 +173,16 @@ def test_distillation_refuses_streamed_data(tiny_model_dir, tmp_path, monkeypatc
     student = tiny_encoder(tiny_model_dir, "avg")
     with pytest.raises(ConfigError, match="needs the training data in memory"):
         Distillation(DistillationConfig(teacher=str(tiny_model_dir)), student, SimpleNamespace())
+
+
+def test_one_view_ranks_each_list_against_itself_and_refuses_the_two_view_terms(objective):
+    distillation, student = objective
+    embeddings = torch.randn(6, 1, student.output_dim)
+    batch = SimpleNamespace(indices=torch.arange(6))
+    with pytest.raises(ValueError, match="InfoNCE and consistency terms need 2 views"):
+        distillation.loss_from_embeddings(embeddings, batch)
+    distillation.config.contrastive_weight = 0.0
+    output = distillation.loss_from_embeddings(embeddings, batch)
+    two_views = distillation.loss_from_embeddings(embeddings.expand(6, 2, -1), batch)
+    assert set(output.terms) == {"embedding", "listnet"}
+    assert output.loss.item() == pytest.approx(two_views.loss.item(), abs=1e-6)

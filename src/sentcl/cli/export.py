@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import numpy as np
 
 from sentcl.atomic_write import check_replaceable
 from sentcl.cli.common import PICKLES, add_overwrite_argument
+from sentcl.config import ConfigError
 from sentcl.embedder import EmbeddingError
 from sentcl.model import POOLERS, SentenceEncoder
 from sentcl.model.onnx import OnnxEncoder, export_onnx
+from sentcl.model.static import is_static_folder
 
 NAMES = ("export",)
 
@@ -28,6 +31,11 @@ def add_parser(commands) -> None:
 
 def run_command(args: argparse.Namespace) -> int:
     check_replaceable(args.onnx, "onnx", args.overwrite, "--onnx")
+    if is_static_folder(args.model) or is_static_folder(Path(args.model) / "model"):
+        raise ConfigError(
+            f"{args.model}: a static model is a table lookup with nothing for ONNX to speed up; its folder "
+            "already loads in sentence-transformers (SentenceTransformer(folder)) as it is"
+        )
     encoder = SentenceEncoder.load(args.model, pooler=args.pooler, allow_pickle=args.allow_pickle)
     folder = export_onnx(encoder, args.onnx, int8=args.int8, overwrite=args.overwrite)
     exported = OnnxEncoder.load(folder)

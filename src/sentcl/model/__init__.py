@@ -1,12 +1,14 @@
 """Model: any Hugging Face encoder → pooler → optional MLP head, with encode/save/load."""
 
 from sentcl.model.backbone import ModelLoadError, load_backbone, packaged_model_path, resolve_model_path
+from sentcl.model.build import build_encoder
 from sentcl.model.dropout import use_fast_dropout
 from sentcl.model.encoder import ModelConfig, SentenceEncoder
 from sentcl.model.heads import MLPHead, split_mlm_model
 from sentcl.model.inference import for_inference, load_encoder
 from sentcl.model.packing import backbone_states
 from sentcl.model.pooling import POOLERS
+from sentcl.model.static import StaticEncoder
 
 __all__ = [
     "POOLERS",
@@ -14,7 +16,9 @@ __all__ = [
     "ModelConfig",
     "ModelLoadError",
     "SentenceEncoder",
+    "StaticEncoder",
     "backbone_states",
+    "build_encoder",
     "for_inference",
     "load_backbone",
     "load_encoder",

@@ -65,14 +65,43 @@ def packaged_model_path(name: str) -> str | None:
     return str(getattr(module, function)())
 
 
+#: a static model's folder (model/static.py): sentcl's record, and where its table lives
+STATIC_META = "sentcl_static.json"
+MODULE_DIR = "0_StaticEmbedding"
+
+
+def static_module_dir(folder: Path) -> Path | None:
+    """The folder holding a static model's table: sentcl's, or a sentence-transformers folder's first
+    module where it is a StaticEmbedding; None for any other model."""
+    if not folder.is_dir():
+        return None
+    if (folder / STATIC_META).is_file():
+        return folder / MODULE_DIR
+    modules_file = folder / "modules.json"
+    if not modules_file.is_file():
+        return None
+    try:
+        modules = json.loads(modules_file.read_text(encoding="utf-8"))
+        first = modules[0]
+    except (ValueError, OSError, IndexError, KeyError, TypeError):
+        return None  # not a static model; the transformer loader reports a broken modules.json
+    if not isinstance(first, dict) or not str(first.get("type", "")).endswith("StaticEmbedding"):
+        return None
+    return folder / str(first.get("path", ""))
+
+
+def _model_folder(path: Path) -> bool:
+    return (path / "config.json").is_file() or static_module_dir(path) is not None
+
+
 def resolve_model_path(name_or_path: str) -> str:
     path = Path(name_or_path).expanduser()
     if path.exists():
         if not path.is_dir():
             raise ModelLoadError(f"{path}: a model must be a folder, not a file")
-        if not (path / "config.json").is_file() and (path / "model" / "config.json").is_file():
+        if not _model_folder(path) and _model_folder(path / "model"):
             return str(path / "model")  # a sentcl run folder: its best model
-        if not (path / "config.json").is_file():
+        if not _model_folder(path):
             raise ModelLoadError(f"{path}: no config.json here; not a Hugging Face model folder")
         return str(path)
     packaged = packaged_model_path(name_or_path)

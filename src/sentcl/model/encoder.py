@@ -110,10 +110,30 @@ class ModelConfig:
     #: a layer-reduced student: keep only these transformer layers of the started model (0-based, in
     #: order, e.g. [0, 2, 4] of a 6-layer teacher); empty: every layer
     keep_layers: list[int] = field(default_factory=list)
+    #: transformer, or static: a table of token vectors averaged (model/static.py), started from
+    #: ``name_or_path`` (a static folder; or a transformer whose vocabulary is distilled, or whose tokenizer
+    #: alone is used with random vectors)
+    architecture: str = "transformer"
+    #: static: the vectors' dimension, the start (distill | random), and the SIF coefficient of the
+    #: distilled start (model2vec's 1e-4; null: no frequency weights)
+    static_dim: int = 256
+    static_init: str = "distill"
+    static_sif: float | None = 1e-4
 
     def validate(self) -> None:
         if not self.name_or_path:
             raise ConfigError("name_or_path: a model (hub id or folder) is required")
+        if self.architecture not in ("transformer", "static"):
+            raise ConfigError(f"architecture: {self.architecture!r} is not one of transformer, static")
+        if self.architecture == "static":
+            if self.static_init not in ("distill", "random"):
+                raise ConfigError(f"static_init: {self.static_init!r} is not one of distill, random")
+            if self.static_dim < 1:
+                raise ConfigError(f"static_dim: must be positive, got {self.static_dim}")
+            if self.static_sif is not None and not 0 < self.static_sif < 1:
+                raise ConfigError(f"static_sif: must be in (0, 1) or null, got {self.static_sif}")
+            if self.keep_layers:
+                raise ConfigError("keep_layers: a static model has no layers to keep")
         check_pooler(self.pooler)
         try:
             check_prompts(self.prompts, "prompts")

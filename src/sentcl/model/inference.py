@@ -13,11 +13,14 @@ from sentcl.model import int8_gate
 from sentcl.model.backbone import ModelLoadError
 from sentcl.model.encoder import SentenceEncoder
 from sentcl.model.onnx import ONNX_FILE, OnnxEncoder
+from sentcl.model.static import StaticEncoder, is_static_folder
 
 
 def load_encoder(name_or_path: str, pooler: str | None = None, allow_pickle: bool = False):
     """An exported ONNX folder as ``OnnxEncoder``, anything else as ``SentenceEncoder.load``."""
     folder = Path(name_or_path)
+    if is_static_folder(folder) or is_static_folder(folder / "model"):  # a run folder: its model
+        return StaticEncoder.load(name_or_path, pooler=pooler)
     if (folder / ONNX_FILE).is_file():
         if pooler is not None:
             raise ModelLoadError(f"{name_or_path}: an ONNX export keeps the pooler it was exported with")
@@ -33,6 +36,8 @@ def for_inference(encoder, dtype: str = "auto", where: str = "--dtype", device: 
     int8 STS-B dev stays within 0.3 of its fp32 one (model/int8_gate.py: checked once, recorded), else
     fp32."""
     dtype = precision.canonical(dtype, where)
+    if isinstance(encoder, StaticEncoder):  # a table lookup: fp32 on whatever device
+        return encoder.with_dtype(dtype).to(resolve_device(device, "--device"))
     onnx = isinstance(encoder, OnnxEncoder) or dtype == "int8"
     if onnx and device not in ("auto", "cpu"):
         raise ConfigError(f"--device {device}: ONNX Runtime runs sentcl's ONNX and int8 models on the CPU")

@@ -150,10 +150,12 @@ class Distillation(ContrastiveObjective):
 
     def loss_from_embeddings(self, embeddings: torch.Tensor, batch=None) -> ObjectiveOutput:
         c = self.config
-        in_batch = c.contrastive_weight or c.listwise != "none" or c.consistency_weight
-        if embeddings.shape[1] < 2 and in_batch:
-            raise ValueError(f"Distillation's in-batch terms need 2 views, got {embeddings.shape[1]}")
+        if embeddings.shape[1] < 2 and (c.contrastive_weight or c.consistency_weight):
+            raise ValueError(
+                f"Distillation's InfoNCE and consistency terms need 2 views, got {embeddings.shape[1]}"
+            )
         anchor = embeddings[:, 0]  # [B, D_s]
+        other = embeddings[:, 1] if embeddings.shape[1] > 1 else anchor  # one view: the list against itself
         teacher = self.teacher_vectors(batch, embeddings.device)  # [B, D_t]
         terms: dict[str, torch.Tensor] = {}
         loss = embeddings.new_zeros(())
@@ -166,7 +168,7 @@ class Distillation(ContrastiveObjective):
             loss = loss + c.embedding_weight * distilled
             terms["embedding"] = distilled.detach()
         if c.listwise != "none" or c.consistency_weight:
-            student_scores = cosine_matrix(anchor, embeddings[:, 1]) / c.temperature  # [B, B]
+            student_scores = cosine_matrix(anchor, other) / c.temperature  # [B, B]
             if c.listwise != "none":
                 teacher_scores = cosine_matrix(teacher, teacher) / c.listwise_temperature  # [B, B]
                 rank = listnet_loss if c.listwise == "listnet" else listmle_loss

@@ -21,7 +21,7 @@ from sentcl.data import ContrastiveDataset, build_dataset, read_records
 from sentcl.data.named import resolve_train_file
 from sentcl.data.streaming import StreamingDataset, check_streaming
 from sentcl.embedder import CachedEmbedder
-from sentcl.model import SentenceEncoder
+from sentcl.model import SentenceEncoder, build_encoder
 from sentcl.model.backbone import check_positions
 from sentcl.objectives import REGISTRY, build_objective
 from sentcl.training import distributed
@@ -94,13 +94,24 @@ def _train(config: TrainConfig, start, also_measure) -> TrainResult:
                 probe = stsb_probe(data_dir, "dev")
             except FileNotFoundError as exc:
                 logger.warning("geometry is not logged: %s", exc)
-    encoder = SentenceEncoder.from_config(config.model).to(device)
-    check_positions(config.data.max_length, encoder.backbone.config)
+    encoder = build_encoder(config.model).to(device)
+    if isinstance(encoder, SentenceEncoder):
+        check_positions(config.data.max_length, encoder.backbone.config)
     dataset: StreamingDataset | ContrastiveDataset
     if records is None:  # data.streaming: validated (every row read once), not held
         dataset = StreamingDataset(train_file, config.data, encoder.tokenizer, config.data.shuffle_buffer)
     else:
         dataset = build_dataset(config.data, records, encoder.tokenizer)
+    if not getattr(encoder, "has_dropout", True) and dropout_copies(dataset):
+        raise ConfigError(
+            f"data.n_views: {train_file} has one sentence per row, so its {dataset.n_views} views would be "
+            "dropout copies, and a static model has no dropout (they would be identical): set "
+            "data.n_views: 1 (distillation from a teacher) or train on pairs"
+        )
+    if loop.child_tuning.mode != "off" and not isinstance(encoder, SentenceEncoder):
+        raise ConfigError(
+            "training.child_tuning: it masks a transformer's gradients; a static model has none"
+        )
     chooser = selection(loop.select_by, evaluator.primary if evaluator else None) if loop.eval_steps else None
     held = None
     if held_rows is not None:
@@ -123,6 +134,7 @@ def _train(config: TrainConfig, start, also_measure) -> TrainResult:
     )  # same initial weights everywhere, other dropout masks per rank
     child = None
     if loop.child_tuning.mode != "off":
+        assert isinstance(encoder, SentenceEncoder)  # refused above for a static model
         child = ChildTuning(loop.child_tuning, encoder.backbone, loop.seed, optimized=objective)
 
     def evaluate(step: int) -> dict:
@@ -218,3 +230,9 @@ def summarize(result: TrainResult) -> str:
     if math.isnan(result.best_metrics[key]):
         lines.append("warning: the metric is NaN")
     return "\n".join(lines)
+
+
+def dropout_copies(dataset) -> bool:
+    """Whether the dataset's views are copies of one column, made different only by dropout."""
+    columns = getattr(dataset, "columns", None)
+    return isinstance(columns, list) and len(columns) == 1 and getattr(dataset, "n_views", 1) > 1

@@ -77,10 +77,11 @@ test-min: $(CHROMIUM) $(WORDNET)
 test: lint $(CHROMIUM) $(WORDNET)
 	$(BIN)/pytest --durations=25
 
-# sentcl against sentence-transformers on this machine (< 20 min on 2 cores): docs/benchmarks.md explains it.
-# PARTS=encode (or train, sts, sts7, profile, comma-separated) runs those groups only; a part that fails is a
+# sentcl against sentence-transformers on this machine (about 35 min on 2 cores, the students about 15 of them):
+# docs/benchmarks.md and docs/students.md explain it.
+# PARTS=encode (or train, sts, sts7, profile, students, comma-separated) runs those groups only; a part that fails is a
 # row of the table with its error, and the rest still runs.
-PARTS ?= train,encode,sts,sts7,profile
+PARTS ?= train,encode,sts,sts7,profile,students
 bench: $(STAMP) $(PEERS)
 	mkdir -p runs/bench
 	$(BIN)/python benchmarks/bench.py --sts7-stand-in --parts $(PARTS) --out runs/bench/table.md \

@@ -681,6 +681,7 @@ GROUPS = {
     "sts": ("sts-sentcl", "sts-st"),
     "sts7": ("sts7-sentcl", "sts7-stand-in", "sts7-stand-in-auto"),
     "profile": ("profile",),
+    "students": ("students",),  # benchmarks/students.py: the students' speed-quality frontier (~15 min)
 }  # fmt: skip
 
 
@@ -759,12 +760,31 @@ def main() -> int:
             if name in wanted and name not in failures:  # a part that failed once is not tried again
                 attempt(name, args.device, runs, failures)
     table = report(runs, args.device, time.perf_counter() - started, failures)
+    if "students" in wanted and args.device == "cpu":
+        table += "\n## Students: the speed-quality frontier\n\n" + students_section(args)
     print(table)
     if args.out:
         Path(args.out).write_text(table, encoding="utf-8")
     if args.json:
         Path(args.json).write_text(json.dumps(runs | {"failed": failures}, indent=2), encoding="utf-8")
     return 0
+
+
+def students_section(args) -> str:
+    """benchmarks/students.py in a process of its own, its table and figure beside ``--out``; a failure is
+    a line with its error, as a failed part is a row."""
+    folder = Path(args.out).parent if args.out else ROOT / "runs" / "bench"
+    command = [
+        sys.executable, str(ROOT / "benchmarks" / "students.py"), "--out", str(folder / "students.md"),
+        "--json", str(folder / "students.json"), "--figure", str(folder / "students_frontier.png"),
+    ] + (["--quick", "--repeats", "1"] if os.environ.get("SENTCL_BENCH_QUICK") else [])  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    if done.returncode != 0:
+        lines = (done.stderr or done.stdout).strip().splitlines() or ["no output"]
+        return f"students: FAILED: {lines[-1]}\n"
+    return (folder / "students.md").read_text(
+        encoding="utf-8"
+    ) + f"\nFigure: {folder / 'students_frontier.png'}\n"
 
 
 def attempt(name: str, device: str, runs: dict[str, list[dict]], failures: dict[str, str]) -> None:

@@ -42,5 +42,25 @@ def test_a_failed_part_is_a_row_with_its_error_and_the_rest_is_reported(bench):
 def test_parts_pick_groups_and_refuse_unknown_names(bench):
     assert {"encode-st-onnx-int8", "ceiling", "flops"} <= bench.chosen_parts("encode")
     assert "train-st" not in bench.chosen_parts("encode,sts")
-    with pytest.raises(SystemExit, match="choose from train, encode, sts, sts7, profile"):
+    with pytest.raises(SystemExit, match="choose from train, encode, sts, sts7, profile, students"):
         bench.chosen_parts("encod")
+
+
+def test_the_students_table_gives_each_point_its_ratio_to_the_teacher(bench):
+    spec = importlib.util.spec_from_file_location("students", ROOT / "benchmarks" / "students.py")
+    students = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(students)
+    row = {
+        "stsb_dev": 80.0,
+        "stsb_train": 75.0,
+        "retrieval_ndcg10": 90.0,
+        "bytes": 31_300_000,
+        "train_seconds": 80,
+    }
+    rows = {
+        "teacher fp32": row | {"sentences_per_s": 300.0, "train_seconds": None},
+        "static": row | {"sentences_per_s": 30_000.0},
+    }
+    text = students.table(rows, "a machine")
+    assert "| static | 80.00 | 75.00 | 90.00 | 30,000.0 | 100.00× | 31.3 MB | 80 s |" in text
+    assert "| teacher fp32 | 80.00 | 75.00 | 90.00 | 300.0 | 1.00× | 31.3 MB |  |" in text

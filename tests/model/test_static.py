@@ -168,3 +168,14 @@ def test_export_to_onnx_of_a_static_model_is_one_line(tiny_model_dir, tmp_path, 
     StaticEncoder.from_config(static_config(tiny_model_dir, static_init="random")).save(tmp_path / "static")
     assert main(["export", str(tmp_path / "static"), "--onnx", str(tmp_path / "onnx")]) != 0
     assert "a static model is a table lookup" in capsys.readouterr().err and not (tmp_path / "onnx").exists()
+
+
+def test_a_static_folder_with_further_modules_is_refused_by_name(tiny_model_dir, tmp_path):
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.models import Normalize
+
+    StaticEncoder.from_config(static_config(tiny_model_dir, static_init="random")).save(tmp_path / "static")
+    st = SentenceTransformer(str(tmp_path / "static"), device="cpu")
+    SentenceTransformer(modules=[st[0], Normalize()], device="cpu").save(str(tmp_path / "normalized"))
+    with pytest.raises(ModelLoadError, match=r"modules\.json: a static model followed by .*Normalize"):
+        load_encoder(str(tmp_path / "normalized"))

@@ -123,6 +123,12 @@ class StaticEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
         module = static_module_dir(folder)
         if module is None:
             raise ModelLoadError(f"{name_or_path}: not a static model (no {STATIC_META}, no StaticEmbedding)")
+        later = [row.get("type") for row in read_json_list(folder / "modules.json")[1:]]
+        if later:  # a Dense or Normalize after the table: their vectors are not the table's mean
+            raise ModelLoadError(
+                f"{folder / 'modules.json'}: a static model followed by {', '.join(map(str, later))}; sentcl "
+                "loads static models of one StaticEmbedding module"
+            )
         weights_file = module / "model.safetensors"
         try:
             weights = load_file(str(weights_file))
@@ -366,3 +372,14 @@ def special_frame(tokenizer) -> tuple[list[int], list[int]]:
         if full[start : start + len(content)] == content:
             return list(full[:start]), list(full[start + len(content) :])
     return [], []
+
+
+def read_json_list(path: Path) -> list[dict]:
+    """modules.json's rows ([] where there is none: a folder sentcl wrote has one module)."""
+    if not path.is_file():
+        return []
+    try:
+        rows = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, OSError) as exc:
+        raise ModelLoadError(f"{path}: {exc}") from None
+    return [row for row in rows if isinstance(row, dict)] if isinstance(rows, list) else []

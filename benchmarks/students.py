@@ -1,0 +1,216 @@
+"""The CPU speed–quality frontier of sentcl's students against their teacher and anchors (docs/students.md).
+
+In one run on one machine: trains sentcl's static student (configs/students/static_minilm.yaml) and its
+3-layer student (configs/students/minilm_l3.yaml), makes the anchors (model2vec's ``distill`` of the same
+teacher, in the peers' environment; a sentence-transformers ``StaticEmbedding`` from that start trained with
+its own
+``MultipleNegativesRankingLoss`` on the NLI triplets for as many steps of the same batch as sentcl's static
+student, its learning rate the better on STS-B dev of 0.01 and 0.2), then measures every point in one process:
+STS-B dev (where models were chosen), STS-B train and paraphrase retrieval on STS-B train (nDCG@10,
+evaluation/retrieval.py; neither ever used for a choice), sentences/s encoding 10,000 wiki sentences (batch
+64, the median of 3 runs, the points alternating, a run at least 2 s of repeated passes), the weights' size
+on disk and the training wall time. Writes a
+markdown table, the JSON and a figure (sentences/s on a log axis against STS-B dev).
+
+    python benchmarks/students.py --out runs/bench/students.md --json runs/bench/students.json \\
+        --figure docs/images/students_frontier.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench import PEERS_PYTHON, ROOT, data_dir, model_path, wiki
+
+STUDENTS = {
+    "static": ROOT / "configs" / "students" / "static_minilm.yaml",
+    "3-layer": ROOT / "configs" / "students" / "minilm_l3.yaml",
+}
+ENCODE_SENTENCES = 10_000
+BATCH = 64
+#: one timed run of a point lasts at least this long (passes over the 10k sentences repeated): a single
+#: 0.3 s pass of a static model is at the mercy of one hiccup of a shared machine
+MIN_SECONDS = 2.0
+
+
+def train_student(name: str, output: Path, overrides: list[str]) -> float:
+    """``sentcl train`` of the student's recipe into ``output``; the wall time (the teacher's table, cached in
+    $SENTCL_CACHE after its first run, is part of the first student's time on a fresh machine)."""
+    start = time.perf_counter()
+    sentcl = Path(sys.executable).parent / "sentcl"
+    command = [str(sentcl), "train", str(STUDENTS[name]), "--output", str(output), "--overwrite"]
+    subprocess.run(command + overrides, check=True, cwd=ROOT)
+    return time.perf_counter() - start
+
+
+def peer(python: Path | str, *arguments: str) -> dict:
+    """One anchor (benchmarks/peers/students_peer.py) in ``python``'s environment: its JSON line; a failure
+    ends the run with the anchor's own error."""
+    script = ROOT / "benchmarks" / "peers" / "students_peer.py"
+    done = subprocess.run([str(python), str(script), *arguments], capture_output=True, text=True, cwd=ROOT)
+    if done.returncode != 0:
+        raise SystemExit(f"anchor {arguments[0]} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def size_on_disk(folder: Path | None) -> int | None:
+    if folder is None:
+        return None
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.suffix in (".safetensors", ".onnx"))
+
+
+def measure(points: dict[str, tuple], repeats: int) -> dict[str, dict]:
+    """Every point's scores and speed, in this process, the speed runs alternating."""
+    from sentcl.evaluation import STSEvaluator
+    from sentcl.evaluation.retrieval import RetrievalEvaluator
+
+    data = data_dir()
+    dev, train = STSEvaluator(data, "stsb-dev"), STSEvaluator(data, "stsb-train")
+    retrieval = RetrievalEvaluator(data, split="train")
+    sentences = wiki(20_000, ENCODE_SENTENCES)
+    models = {name: make() for name, (make, _, _) in points.items()}
+    rows = {}
+    for name, model in models.items():
+        _, folder, seconds = points[name]
+        rows[name] = {
+            "stsb_dev": dev(model)["stsb_dev_spearman"],
+            "stsb_train": train.report(model).scores["STSBenchmark"].datasets["train"].spearman,
+            "retrieval_ndcg10": retrieval(model)[retrieval.primary],
+            "bytes": size_on_disk(folder),
+            "train_seconds": seconds,
+            "times": [],
+        }
+        model.encode(sentences[:256], batch_size=BATCH)  # warm-up
+    for _ in range(repeats):
+        for name, model in models.items():
+            start, passes = time.perf_counter(), 0
+            while passes == 0 or time.perf_counter() - start < MIN_SECONDS:  # a static pass takes 0.3 s
+                model.encode(sentences, batch_size=BATCH)
+                passes += 1
+            rows[name]["times"].append((time.perf_counter() - start) / passes)
+    for row in rows.values():
+        row["sentences_per_s"] = len(sentences) / statistics.median(row["times"])
+    return rows
+
+
+def table(rows: dict[str, dict], machine: str) -> str:
+    base = rows["teacher fp32"]["sentences_per_s"]
+    lines = [
+        f"Machine: {machine}; {time.strftime('%Y-%m-%d')}; `python benchmarks/students.py` (make bench).",
+        "",
+        "| point | STS-B dev | STS-B train | retrieval nDCG@10 (STS-B train) | sentences/s | "
+        "× teacher fp32 | "
+        "weights on disk | training |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, row in rows.items():
+        size = f"{row['bytes'] / 1e6:.1f} MB" if row["bytes"] else ""
+        trained = f"{row['train_seconds']:.0f} s" if row["train_seconds"] else ""
+        lines.append(
+            f"| {name} | {row['stsb_dev']:.2f} | {row['stsb_train']:.2f} | {row['retrieval_ndcg10']:.2f} | "
+            f"{row['sentences_per_s']:,.1f} | {row['sentences_per_s'] / base:.2f}× | {size} | {trained} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def figure(rows: dict[str, dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name, row in rows.items():
+        ax.scatter(row["sentences_per_s"], row["stsb_dev"], s=40)
+        ax.annotate(name, (row["sentences_per_s"], row["stsb_dev"]), fontsize=8, xytext=(4, 3),
+                    textcoords="offset points")  # fmt: skip
+    ax.set_xscale("log")
+    ax.set_xlabel("sentences/s encoding 10k wiki sentences (log)")
+    ax.set_ylabel("STS-B dev Spearman ×100")
+    ax.set_title("Students of all-MiniLM-L6-v2 on this CPU")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--work", default="runs/bench/students", help="where the students and anchors go")
+    parser.add_argument("--out", help="the markdown table")
+    parser.add_argument("--json", help="every measurement")
+    parser.add_argument("--figure", help="the frontier as a PNG")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="a few steps each: checks the harness only")
+    args = parser.parse_args()
+    from sentcl.hardware import describe_machine
+    from sentcl.model import SentenceEncoder, for_inference, load_encoder
+
+    work = ROOT / args.work
+    work.mkdir(parents=True, exist_ok=True)
+    quick = ["training.max_steps=4", "training.eval_steps=2"] if args.quick else []
+    steps = 4 if args.quick else 2000  # the static student's recipe: 2,000 steps of 256
+    seconds = {name: train_student(name, work / name, quick) for name in STUDENTS}
+    anchors: dict[str, dict] = {}
+    if PEERS_PYTHON.exists():
+        # model2vec's distill needs transformers < 5.4: the peers' environment; sentence-transformers' trainer
+        # (datasets, accelerate) is in sentcl's, as the bench's training peer
+        anchors["model2vec"] = peer(PEERS_PYTHON, "distill", model_path(), str(work / "model2vec"))
+        start, data = str(work / "model2vec"), str(data_dir())
+        tried = [peer(sys.executable, "mnrl", start, data, lr, str(steps), str(work / f"st-{lr}"))
+                 for lr in ("0.01", "0.2")]  # fmt: skip
+        anchors["st"] = max(tried, key=lambda result: result["stsb_dev"])
+    teacher = model_path()
+    points: dict[str, tuple] = {
+        "teacher fp32": (lambda: for_inference(SentenceEncoder.load(teacher), "fp32"), Path(teacher), None),
+        "teacher, sentcl's default (auto)": (
+            lambda: for_inference(SentenceEncoder.load(teacher), "auto"), Path(teacher), None
+        ),
+        "teacher int8": (lambda: for_inference(SentenceEncoder.load(teacher), "int8"), None, None),
+        "3-layer student fp32": (
+            lambda: for_inference(load_encoder(str(work / "3-layer")), "fp32"), work / "3-layer" / "model",
+            seconds["3-layer"],
+        ),
+        "3-layer student (auto)": (
+            lambda: for_inference(load_encoder(str(work / "3-layer")), "auto"), work / "3-layer" / "model",
+            seconds["3-layer"],
+        ),
+        "static student (sentcl)": (
+            lambda: load_encoder(str(work / "static")), work / "static" / "model", seconds["static"]
+        ),
+    }  # fmt: skip
+    if anchors:
+        points["model2vec distill (anchor)"] = (
+            lambda: load_encoder(str(work / "model2vec")),
+            work / "model2vec",
+            anchors["model2vec"]["train_seconds"],
+        )
+        best = work / f"st-{anchors['st']['lr']:g}"
+        points[f"sentence-transformers static, MNRL on NLI, lr {anchors['st']['lr']:g} (anchor)"] = (
+            lambda: load_encoder(str(best)),
+            best,
+            anchors["st"]["train_seconds"],
+        )
+    rows = measure(points, args.repeats)
+    text = table(rows, describe_machine())
+    print(text)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text, encoding="utf-8")
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps({"rows": rows, "anchors": anchors}, indent=1) + "\n", encoding="utf-8"
+        )
+    if args.figure:
+        figure(rows, Path(args.figure))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -4,8 +4,10 @@ data, adding SimCSE's auxiliary MLM term when the recipe asks for it (``objectiv
 objective is not a masked-LM objective with its own (see base.py for the contract)."""
 
 from sentcl.objectives.align_uniform import AlignUniform, AlignUniformConfig
+from sentcl.objectives.angle import AnglE, AnglEConfig
 from sentcl.objectives.base import ContrastiveObjective, Objective, ObjectiveConfig, ObjectiveOutput
 from sentcl.objectives.cline import CLINE, CLINEConfig
+from sentcl.objectives.cosent import CoSENT, CoSENTConfig
 from sentcl.objectives.dclr import DCLR, DCLRConfig
 from sentcl.objectives.debiased_simcse import DebiasedSimCSE, DebiasedSimCSEConfig
 from sentcl.objectives.distillation import Distillation, DistillationConfig
@@ -32,6 +34,8 @@ REGISTRY: dict[str, tuple[type[Objective], type[ObjectiveConfig]]] = {
     "debiased_simcse": (DebiasedSimCSE, DebiasedSimCSEConfig),
     "masked_lm": (MaskedLM, MaskedLMConfig),
     "distillation": (Distillation, DistillationConfig),
+    "cosent": (CoSENT, CoSENTConfig),
+    "angle": (AnglE, AnglEConfig),
 }
 
 # One name per method: registry key = module = class (its letters) = docs/methods page. The classes' names
@@ -58,7 +62,11 @@ __all__ = [
     "REGISTRY",
     "SGOPT",
     "AlignUniform",
+    "AnglE",
+    "AnglEConfig",
     "CLINEConfig",
+    "CoSENT",
+    "CoSENTConfig",
     "ContrastiveObjective",
     "DebiasedConfig",
     "DebiasedInfoNCE",

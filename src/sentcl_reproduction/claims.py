@@ -11,7 +11,7 @@ is reported as "not measured", never as holding.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from sentcl.analysis.report import ModelAnalysis
@@ -172,11 +172,16 @@ def judge(
     unsup_same: Measured | None = None,
     sup_same: Measured | None = None,
     pairs: PairTest | None = None,
+    rivals: Sequence[tuple[str, Measured | None, str]] = (),
+    ditto: Measured | None = None,
 ) -> list[Verdict]:
     """``raw_same``: the untrained encoder under unsup SimCSE's test-time pooler; ``raw_best``: its best
     pooler by STS-B dev; ``post_base``: the paper's first-last avg baseline, which ``whitening`` and
     ``flow`` were fitted on; ``post_best``: the strongest post-processed row; ``unsup_same`` /
-    ``sup_same``: the two SimCSE rows under one test-time pooler. ``pairs``: the paired bootstrap of two
+    ``sup_same``: the two SimCSE rows under one test-time pooler. ``rivals``: (method, its chosen row,
+    "unsup" | "sup"): a claim that the method beats that SimCSE row; ``ditto``: the Ditto row (its head chosen
+    on STS-B dev), judged against the raw encoder's best pooler and the strongest post-processed row.
+    ``pairs``: the paired bootstrap of two
     rows' STS difference over the evaluation pairs. A rule is a conjunction of checks: it holds when every
     check holds, fails when one fails, and is not distinguishable at this budget otherwise."""
     verdicts: list[Verdict] = []
@@ -285,4 +290,28 @@ def judge(
             Check(u, "train", "<", s),
         ],
     )
+    if ditto is not None:
+        add(
+            "Ditto beats the raw encoder's best pooler",
+            "each side's best (Ditto's head and the raw pooler both chosen on STS-B dev): Ditto's STS-B "
+            "train ρ above the best raw pooler's",
+            [ditto, raw_best],
+            lambda d, r: [Check(d, "train", ">", r)],
+        )
+        add(
+            "Post-processing beats Ditto",
+            "the strongest post-processed row's STS-B train ρ (any post-processor, fitted on any baseline) "
+            "above Ditto's",
+            [post_best, ditto],
+            lambda p, d: [Check(p, "train", ">", d)],
+        )
+    for method, row, role in rivals:
+        simcse = unsup if role == "unsup" else sup
+        which = "unsupervised" if role == "unsup" else "supervised"
+        add(
+            f"{method} beats {which} SimCSE",
+            f"each side's best: {method}'s mean STS-B train ρ above {which} SimCSE's",
+            [row, simcse],
+            lambda m, s: [Check(m, "train", ">", s)],
+        )
     return verdicts

@@ -212,8 +212,10 @@ def _roles(
     strongest post-processed row on STS-B train, whatever it was fitted on; ``unsup_same`` / ``sup_same``:
     the two SimCSE rows under one test-time pooler (their chosen rows where those share it, else each one's
     best seed-42 candidate under the pooler setting both searched)."""
-    baselines = [(m, rs[0].row) for m, rs in lines if rs[0].row.kind == "baseline"]
+    raw = [(m, rs[0].row) for m, rs in lines if rs[0].row.kind == "baseline"]
+    baselines = [(m, row) for m, row in raw if not str(row.pooler).startswith("ditto")]  # Ditto: its own row
     roles: dict[str, Measured | None] = {}
+    roles["ditto"] = next((m for m, row in raw if str(row.pooler).startswith("ditto")), None)
     first_last = next((m for m, row in baselines if row.pooler == FIRST_LAST), None)
     roles["post_base"] = first_last or (baselines[0][0] if baselines else None)
     base_pooler = next((row.pooler for m, row in baselines if m is roles["post_base"]), None)
@@ -233,6 +235,11 @@ def _roles(
     roles["raw_same"] = same[0] if same else None
     roles["unsup_same"], roles["sup_same"] = _same_pooler(plan, roles, searches)
     return roles
+
+
+def _method_row(lines: Sequence[tuple[Measured, list[RowResult]]], method: str) -> Measured | None:
+    """The row of ``method``'s chosen setting (its seeds' means), None where it is not measured."""
+    return next((m for m, rs in lines if rs[0].row.method == method), None)
 
 
 def _same_pooler(
@@ -513,8 +520,15 @@ def encoder_section(
             "",
         ]
     names = ("raw_same", "raw_best", "unsup", "sup", "whitening", "flow", "post_base")
+    rivals = [
+        (method.name, _method_row(lines, method.name), method.beats)
+        for method in plan.methods.values()
+        if method.beats and any(rs[0].row.method == method.name for _, rs in lines)
+    ]
     verdicts = judge(
-        **{name: roles[name] for name in (*names, "post_best", "unsup_same", "sup_same")}, pairs=pairs
+        **{name: roles[name] for name in (*names, "post_best", "unsup_same", "sup_same", "ditto")},
+        pairs=pairs,
+        rivals=rivals,
     )
     missing = next((r.missing for r in results if r.missing), {})
     parts += [

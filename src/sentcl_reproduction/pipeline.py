@@ -32,6 +32,7 @@ from sentcl.evaluation.sts import STSEvaluator, correlate, cosine_scores
 from sentcl.evaluation.sts_data import STS_TASKS, STSDataError, load_task
 from sentcl.hardware import describe_machine
 from sentcl.model import SentenceEncoder
+from sentcl.model.ditto import rank_heads
 from sentcl.postprocess import POSTPROCESSORS, PostProcessedEmbedder, fit_postprocessor
 from sentcl.postprocess.corpus import fit_corpus
 from sentcl.training.kinds import load_run_recipe, replace_training, run
@@ -676,7 +677,29 @@ def load_result(row: Row, folder: Path) -> RowResult:
         trajectory=[tuple(p) for p in payload["trajectory"]],
     )
     train = [arrays[k] if k in arrays.files else None for k in ("train_cosines", "train_gold")]
+    if row.pooler == DITTO:  # the head it chose when it was measured
+        row.pooler = str(payload["row"]["pooler"])
     return RowResult(row, analysis, payload["sts"], payload["missing"], *train)
+
+
+#: a baseline that is Ditto's pooler with the head the encoder's STS-B dev chooses
+DITTO = "ditto"
+
+
+def choose_ditto(model: str, data_dir: Path) -> str:
+    """``ditto-L-H``: the head of ``model`` whose Ditto pooling scores best on STS-B dev."""
+    ranking = rank_heads(SentenceEncoder.load(model, pooler="avg"), data_dir)
+    score, layer, head = ranking[0]
+    runners_up = ", ".join(f"{other[1]}-{other[2]} {other[0]:.2f}" for other in ranking[1:4])
+    logger.info(
+        "%s: Ditto's head on STS-B dev: layer %d head %d (%.2f; next %s)",
+        model,
+        layer,
+        head,
+        score,
+        runners_up,
+    )
+    return f"ditto-{layer}-{head}"
 
 
 def measure_rows(
@@ -701,6 +724,8 @@ def measure_rows(
                 embedder: Embedder | None = embedders.get(cache_key)
                 if embedder is None:
                     ensure_weights(plan, row.model)
+                    if row.pooler == DITTO:  # the model's own head, chosen on STS-B dev (model/ditto.py)
+                        row.pooler = choose_ditto(row.model, data_dir)
                     cached = CachedEmbedder(SentenceEncoder.load(row.model, pooler=row.pooler))
                     if row.kind != "method":  # a trained model has one row: nothing to share, keep nothing
                         embedders[cache_key] = cached

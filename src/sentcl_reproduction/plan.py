@@ -87,7 +87,7 @@ _ENCODER_KEYS = {
     "methods",
     "note",
 }
-_METHOD_KEYS = {"recipe", "overrides", "note", "role", "poolers"}
+_METHOD_KEYS = {"recipe", "overrides", "note", "role", "poolers", "beats"}
 #: a method override whose value is ``{model_of: NAME}``: the model of method NAME's chosen run
 MODEL_OF = "model_of"
 _ROLES = ("", "unsup", "sup")
@@ -103,6 +103,8 @@ class MethodSpec:
     role: str = ""
     #: names from the plan's ``poolers``, searched beside its grid; empty: the recipe's own pooler
     poolers: list[str] = field(default_factory=list)
+    #: "unsup" / "sup": a claim that this method beats that SimCSE row (each side's best, STS-B train)
+    beats: str = ""
 
     def depends_on(self) -> list[str]:
         """Methods whose chosen model one of the overrides names (``{model_of: NAME}``)."""
@@ -229,7 +231,10 @@ def load_plan(path: str | Path) -> Plan:
                     f"{where}methods.{name}.poolers: {pooler!r} is not defined under poolers "
                     f"(defined: {', '.join(pooler_settings) or 'none'})"
                 )
-        methods[name] = MethodSpec(name, recipe, overrides, str(spec.get("note", "")), role, poolers)
+        beats = str(spec.get("beats", ""))
+        if beats not in _ROLES:
+            raise ConfigError(f"{where}methods.{name}.beats: {beats!r} is not one of unsup, sup")
+        methods[name] = MethodSpec(name, recipe, overrides, str(spec.get("note", "")), role, poolers, beats)
     for name, method in methods.items():
         for other in method.depends_on():
             if other not in methods:
@@ -246,8 +251,13 @@ def load_plan(path: str | Path) -> Plan:
             raise ConfigError(f"{key}.pretrain: {pretrain} not found")
         baselines = _names(spec.get("baselines"), f"{key}.baselines")
         for pooler in baselines:
-            if pooler not in POOLERS:
-                raise ConfigError(f"{key}.baselines: {pooler!r} is not one of {', '.join(POOLERS)}")
+            if pooler not in POOLERS and pooler != "ditto":
+                raise ConfigError(
+                    f"{key}.baselines: {pooler!r} is not one of {', '.join(POOLERS)}, ditto (Ditto with "
+                    f"the head STS-B dev chooses)"
+                )
+        if "ditto" in _names(spec.get("postprocess_on"), f"{key}.postprocess_on"):
+            raise ConfigError(f"{key}.postprocess_on: ditto is a row of its own, beside the post-processors")
         postprocess = _names(spec.get("postprocess"), f"{key}.postprocess")
         for name_pp in postprocess:
             if name_pp not in POSTPROCESSORS:

@@ -666,3 +666,33 @@ def test_leaderboard_bands_group_rows_the_intervals_cannot_tell_apart():
     assert [m.label for m, _, _ in banded] == ["a", "b", "c", "raw"]
     assert bands["c"] > bands["b"] and bands["raw"] > bands["c"]
     assert banded[-1][2] == " | "  # the last row has no next row
+
+
+def test_ditto_and_a_method_that_claims_to_beat_sup_simcse_get_rows_and_verdicts(setup):
+    tmp_path, plan, data_dir = setup
+    angle = json.loads(json.dumps(yaml.safe_load(Path(plan["methods"]["sup SimCSE"]["recipe"]).read_text())))
+    angle["objective"] = {"name": "angle"}
+    plan["methods"] = {
+        "sup SimCSE": plan["methods"]["sup SimCSE"],
+        "AnglE": {"recipe": str(write(tmp_path / "angle.yaml", angle)), "beats": "sup"},
+    }
+    plan["encoders"]["raw"] |= {
+        "baselines": ["cls_before_pooler", "ditto"],
+        "postprocess_on": ["cls_before_pooler"],
+    }
+    report, _ = reproduce(write(tmp_path / "plan.yaml", plan), str(data_dir))
+    text = report.read_text()
+    row = json.loads((tmp_path / "out" / "rows" / "raw" / "ditto" / "row.json").read_text())
+    assert row["row"]["pooler"].startswith("ditto-")  # the head STS-B dev chose, recorded with the row
+    for claim in ("AnglE beats supervised SimCSE", "Ditto beats the raw encoder's best pooler",
+                  "Post-processing beats Ditto"):  # fmt: skip
+        line = next(line for line in text.splitlines() if line.startswith(f"| {claim} |"))
+        assert not line.endswith("| not measured |")
+    bad = json.loads(json.dumps(plan))
+    bad["methods"]["AnglE"]["beats"] = "everyone"
+    with pytest.raises(ConfigError, match=r"methods.AnglE.beats: 'everyone' is not one of unsup, sup"):
+        load_plan(write(tmp_path / "plan.yaml", bad))
+    bad["methods"]["AnglE"]["beats"] = "sup"
+    bad["encoders"]["raw"]["postprocess_on"] = ["ditto"]
+    with pytest.raises(ConfigError, match=r"postprocess_on: ditto is a row of its own"):
+        load_plan(write(tmp_path / "plan.yaml", bad))

@@ -11,7 +11,7 @@ from sentcl.atomic_write import atomic_folder, check_replaceable
 from sentcl.cli.common import DATA_DIR_HELP, PICKLES, add_fit_arguments, add_overwrite_argument, fit
 from sentcl.embedder import CachedEmbedder
 from sentcl.evaluation import resolve_data_dir
-from sentcl.model import POOLERS, SentenceEncoder
+from sentcl.model import SentenceEncoder, pooler_argument
 from sentcl.postprocess import POSTPROCESSORS, PostProcessedEmbedder
 from sentcl.postprocess.corpus import fit_corpus
 
@@ -23,7 +23,7 @@ def add_parser(commands) -> None:
         "analyze", parents=[PICKLES], help="geometry report (alignment/uniformity, spectrum, figures)"
     )
     p.add_argument("models", nargs="+", help="model folders, sentcl run folders or hub ids")
-    p.add_argument("--pooler", choices=list(POOLERS))
+    p.add_argument("--pooler", type=pooler_argument)
     p.add_argument(
         "--postprocess", nargs="*", default=[], choices=list(POSTPROCESSORS), help="also analyze these"
     )

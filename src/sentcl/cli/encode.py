@@ -16,7 +16,7 @@ from sentcl.cli.common import PICKLES, add_dtype_arguments, dimensions, inferenc
 from sentcl.config import ConfigError
 from sentcl.data import read_sentences
 from sentcl.embedder import Batched, keep_prefix, unit_rows
-from sentcl.model import POOLERS
+from sentcl.model import pooler_argument
 from sentcl.model.parallel import encode_on_devices
 from sentcl.search.quantization import EMBEDDING_PRECISIONS, int8_ranges, quantize
 
@@ -30,7 +30,7 @@ def add_parser(commands) -> None:
     p.add_argument("model")
     p.add_argument("input", help="text file, one sentence per line (blank lines are skipped)")
     p.add_argument("--out", required=True, help="output .npy file [N, D]")
-    p.add_argument("--pooler", choices=list(POOLERS))
+    p.add_argument("--pooler", type=pooler_argument)
     p.add_argument("--normalize", action="store_true", help="L2-normalise the rows")
     p.add_argument("--batch-size", type=positive_int, default=128)
     p.add_argument("--overwrite", action="store_true", help="replace a file already at --out")

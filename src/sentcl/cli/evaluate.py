@@ -29,7 +29,7 @@ from sentcl.evaluation.senteval_protocols import PROTOCOLS
 from sentcl.evaluation.significance import Comparison, SeedInterval, compare, summarize
 from sentcl.evaluation.suite import EvaluationSuite
 from sentcl.evaluation.tasks import known_tasks, needs_data_dir
-from sentcl.model import POOLERS
+from sentcl.model import pooler_argument
 from sentcl.model.pooling import LOADING_DEFAULT
 from sentcl.postprocess import POSTPROCESSORS, PostProcessedEmbedder, load_postprocessor
 from sentcl.postprocess.corpus import fit_corpus
@@ -42,7 +42,7 @@ def add_parser(commands) -> None:
     p.add_argument("model", help="a model folder, a sentcl run folder or a hub id")
     p.add_argument(
         "--pooler",
-        choices=list(POOLERS),
+        type=pooler_argument,
         help=f"default: the one saved with the model, else {LOADING_DEFAULT}",
     )
     p.add_argument(

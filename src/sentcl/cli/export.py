@@ -11,7 +11,7 @@ from sentcl.atomic_write import check_replaceable
 from sentcl.cli.common import PICKLES, add_overwrite_argument
 from sentcl.config import ConfigError
 from sentcl.embedder import EmbeddingError
-from sentcl.model import POOLERS, SentenceEncoder
+from sentcl.model import SentenceEncoder, pooler_argument
 from sentcl.model.onnx import OnnxEncoder, export_onnx
 from sentcl.model.static import is_static_folder
 
@@ -25,7 +25,7 @@ def add_parser(commands) -> None:
     p.add_argument("model")
     p.add_argument("--onnx", required=True, metavar="FOLDER", help="output folder (model.onnx + tokenizer)")
     p.add_argument("--int8", action="store_true", help="quantise to int8 (ONNX Runtime dynamic, per channel)")
-    p.add_argument("--pooler", choices=list(POOLERS))
+    p.add_argument("--pooler", type=pooler_argument)
     add_overwrite_argument(p, "--onnx")
 
 

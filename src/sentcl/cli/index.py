@@ -14,7 +14,7 @@ from sentcl.cli.common import (
 )
 from sentcl.data import read_sentences
 from sentcl.embedder import Batched
-from sentcl.model import POOLERS
+from sentcl.model import pooler_argument
 from sentcl.search import SentenceIndex
 
 NAMES = ("index",)
@@ -37,7 +37,7 @@ def add_parser(commands) -> None:
         help="binary: rescore the M × top-k nearest by Hamming distance (default 4)",
     )  # fmt: skip
     add_overwrite_argument(p, "--out")
-    p.add_argument("--pooler", choices=list(POOLERS))
+    p.add_argument("--pooler", type=pooler_argument)
     p.add_argument("--batch-size", type=positive_int, default=128)
     add_dtype_arguments(p, default="auto", dim=False)
 

@@ -13,7 +13,7 @@ from sentcl.cli.common import PICKLES, add_dtype_arguments, finite_float, infere
 from sentcl.data import DataError, read_records, read_sentences
 from sentcl.data.writers import check_triplet_target, write_triplets
 from sentcl.embedder import Batched
-from sentcl.model import POOLERS
+from sentcl.model import pooler_argument
 from sentcl.search.mining import MiningError, MiningOptions, mine
 
 NAMES = ("mine",)
@@ -56,7 +56,7 @@ def add_parser(commands) -> None:
         help="let a candidate equal to the anchor or a positive (case and spaces folded) be a negative, as "
         "sentence-transformers does",
     )  # fmt: skip
-    p.add_argument("--pooler", choices=list(POOLERS))
+    p.add_argument("--pooler", type=pooler_argument)
     p.add_argument("--batch-size", type=positive_int, default=128)
     p.add_argument("--overwrite", action="store_true", help="replace a file already at --out")
     add_dtype_arguments(p, default="auto", dim=False)

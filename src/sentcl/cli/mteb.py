@@ -12,7 +12,7 @@ from sentcl.atomic_write import atomic_file, check_file_target
 from sentcl.cli.common import PICKLES, add_dtype_arguments, positive_int
 from sentcl.config import ConfigError
 from sentcl.extras import require
-from sentcl.model import POOLERS
+from sentcl.model import pooler_argument
 
 NAMES = ("mteb",)
 
@@ -26,7 +26,7 @@ def add_parser(commands) -> None:
     which.add_argument("--tasks", help="comma-separated mteb task names (e.g. STSBenchmark,SciFact)")
     which.add_argument("--benchmark", help='an mteb benchmark, e.g. "MTEB(eng, v2)"')
     p.add_argument("--out", help="a JSON file of every task's scores")
-    p.add_argument("--pooler", choices=list(POOLERS))
+    p.add_argument("--pooler", type=pooler_argument)
     p.add_argument("--batch-size", type=positive_int, default=128)
     p.add_argument("--overwrite", action="store_true", help="replace a file already at --out")
     add_dtype_arguments(p, default="fp32", dim=False)

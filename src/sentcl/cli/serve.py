@@ -8,7 +8,7 @@ import logging
 from sentcl.cli.common import PICKLES, add_dtype_arguments, inference_encoder, positive_int
 from sentcl.embedder import Batched
 from sentcl.extras import require
-from sentcl.model import POOLERS
+from sentcl.model import pooler_argument
 from sentcl.search import SentenceIndex
 
 NAMES = ("serve",)
@@ -21,7 +21,7 @@ def add_parser(commands) -> None:
     )
     p.add_argument("model")
     p.add_argument("--index", help="folder written by sentcl index: enables /search and the page")
-    p.add_argument("--pooler", choices=list(POOLERS))
+    p.add_argument("--pooler", type=pooler_argument)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument(

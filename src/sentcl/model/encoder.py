@@ -67,6 +67,8 @@ from sentcl.model.pooling import (
     TRAINING_DEFAULT,
     WITH_MLP_HEAD,
     check_pooler,
+    ditto,
+    ditto_head,
     from_sentence_transformers,
 )
 from sentcl.model.sentence_transformers_export import unsupported_reason, write_sentence_transformers_files
@@ -160,6 +162,13 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
             raise ValueError(
                 f"pooler {pooler!r} {'needs' if pooler in WITH_MLP_HEAD else 'takes no'} MLP head"
             )
+        self.ditto = ditto_head(pooler)
+        if self.ditto is not None:  # Ditto reads an attention head: eager attention returns the weights
+            layers = int(backbone.config.num_hidden_layers)
+            heads = int(backbone.config.num_attention_heads)
+            if self.ditto[0] >= layers or self.ditto[1] >= heads:
+                raise ConfigError(f"pooler {pooler}: the model has {layers} layers of {heads} heads")
+            backbone.set_attn_implementation("eager")
         self.backbone = backbone
         self.tokenizer = tokenizer
         self.pooler = pooler
@@ -274,6 +283,16 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
     def _pool_with_states(
         self, input_ids, attention_mask, unpad: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.ditto is not None:  # a padded pass: the attention weights are needed
+            out = self.backbone(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                output_hidden_states=True,
+                output_attentions=True,
+            )
+            layer, head = self.ditto
+            diagonal = out.attentions[layer][:, head].diagonal(dim1=-2, dim2=-1)  # [N, L]
+            return ditto(out.hidden_states, diagonal, attention_mask), out.last_hidden_state
         needs_all = self.pooler in NEEDS_HIDDEN_STATES
         last, hidden_states = backbone_states(
             self.backbone, input_ids, attention_mask, output_hidden_states=needs_all, unpad=unpad

@@ -10,10 +10,15 @@ transformer layer, or None) and ``attention_mask`` [N, L], and returns [N, H].
   (``hidden_states[1]``, as SimCSE's current code; ``hidden_states[0]`` is the embedding layer)
   and the last layer.
 * ``avg_top2``: same with the last two layers.
+* ``ditto-L-H`` (Ditto, Chen et al., EMNLP 2023): the average of the embedding layer (``hidden_states[0]``, as
+  the reference's ``att_first_last``) and the last layer, each token weighted by the diagonal of attention
+  head H of layer L (0-based): how much the token attends to itself. Training-free; the layer and head are
+  the model's own choice (``sentcl.model.ditto.rank_heads`` ranks them on STS-B dev).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 
 import torch
@@ -76,11 +81,42 @@ TO_SENTENCE_TRANSFORMERS = {"avg": "mean", "cls": "cls", "cls_before_pooler": "c
 FROM_SENTENCE_TRANSFORMERS = {"mean": "avg", "cls": "cls_before_pooler"}
 
 
+#: Ditto's pooler names: ditto-LAYER-HEAD (0-based)
+DITTO = re.compile(r"ditto-(\d+)-(\d+)")
+
+
+def ditto_head(name: str) -> tuple[int, int] | None:
+    """(layer, head) of a ``ditto-L-H`` pooler name, None for any other pooler."""
+    match = DITTO.fullmatch(name)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def ditto(
+    hidden_states: Sequence[torch.Tensor], self_attention: torch.Tensor, attention_mask
+) -> torch.Tensor:
+    """[N, H]: Σ_t w_t · (h⁰_t + hᴸ_t) / 2 over real tokens, w_t = the head's attention of token t to itself
+    ([N, L]), divided by Σ_t w_t (the reference leaves the sum unnormalised; a positive scale per sentence
+    changes no cosine)."""
+    weights = self_attention.to(hidden_states[0].dtype) * attention_mask.to(hidden_states[0].dtype)
+    states = (hidden_states[0] + hidden_states[-1]) / 2.0
+    return (states * weights.unsqueeze(-1)).sum(1) / weights.sum(1, keepdim=True).clamp_min(1e-12)
+
+
 def check_pooler(name: str, where: str = "pooler") -> str:
     """``name`` when sentcl has that pooler; else one ConfigError naming ``where`` and the choices."""
-    if name not in POOLERS:
-        raise ConfigError(f"{where}: {name!r} is not one of {', '.join(POOLERS)}")
+    if name not in POOLERS and ditto_head(name) is None:
+        raise ConfigError(f"{where}: {name!r} is not one of {', '.join(POOLERS)}, ditto-LAYER-HEAD")
     return name
+
+
+def pooler_argument(name: str) -> str:
+    """``--pooler``'s type: a pooler name, checked (argparse shows the ConfigError's words)."""
+    import argparse
+
+    try:
+        return check_pooler(name, "--pooler")
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def sentence_transformers_mode(pooler: str) -> str | None:

@@ -159,6 +159,11 @@ def recipe_from_dict(data: dict[str, Any]) -> TrainConfig:
     objective_class, objective_config = REGISTRY[name]
     model = from_dict(ModelConfig, data.get("model") or {}, prefix="model")
     objective_class.check_pooler(model.pooler)
+    if model.pooler.startswith("ditto"):
+        raise ConfigError(
+            f"model.pooler: {model.pooler} is Ditto's training-free pooler (it reads an attention head of a "
+            "model as it is); train with another pooler and read the result with --pooler ditto-L-H"
+        )
     return TrainConfig(
         model=model,
         data=from_dict(DataConfig, data.get("data") or {}, prefix="data"),

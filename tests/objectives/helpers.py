@@ -19,3 +19,17 @@ def batch_of(encoder: SentenceEncoder, sentences=SENTENCES[:6], views: int = 2) 
         mask[:, None].repeat(1, views, 1),
         indices=ids.new_tensor(range(len(ids))),
     )
+
+
+def trains_three_steps(tiny_model_dir, train_file, run_dir, data_dir, objective: str, **data) -> bool:
+    """A 3-step run of ``objective`` on ``train_file`` (mean pooling, the tiny model) writes its model."""
+    from sentcl.training import recipe_from_dict, train
+
+    recipe = {
+        "model": {"name_or_path": str(tiny_model_dir), "pooler": "avg"},
+        "data": {"train_file": str(train_file), "max_length": 16} | data,
+        "objective": {"name": objective},
+        "training": {"output_dir": str(run_dir), "batch_size": 4, "learning_rate": 1e-3, "max_steps": 3,
+                     "eval_steps": 0, "eval_data_dir": str(data_dir)},
+    }  # fmt: skip
+    return train(recipe_from_dict(recipe)).steps == 3 and (run_dir / "model").is_dir()

@@ -14,8 +14,8 @@ from sentence_transformers.util import pairwise_angle_sim
 from sentcl.config import ConfigError
 from sentcl.objectives import AnglE, AnglEConfig
 from sentcl.objectives.angle import angle_scores
-from sentcl.training import recipe_from_dict, train
 from tests.conftest import SENTENCES
+from tests.objectives.helpers import trains_three_steps
 
 
 def st_loss(loss_class, embeddings, labels):
@@ -78,12 +78,4 @@ def test_anglees_nli_recipe_trains(tiny_model_dir, tmp_path, stsb_data_dir):
     path = tmp_path / "nli.csv.gz"
     with gzip.open(path, "wt", encoding="utf-8") as handle:
         handle.write("\n".join(rows) + "\n")
-    recipe = {
-        "model": {"name_or_path": str(tiny_model_dir), "pooler": "avg"},
-        "data": {"train_file": str(path), "max_length": 16, "header": True},
-        "objective": {"name": "angle"},
-        "training": {"output_dir": str(tmp_path / "run"), "batch_size": 4, "learning_rate": 1e-3,
-                     "max_steps": 3, "eval_steps": 0, "eval_data_dir": str(stsb_data_dir)},
-    }  # fmt: skip
-    result = train(recipe_from_dict(recipe))
-    assert result.steps == 3 and (tmp_path / "run" / "model").is_dir()
+    assert trains_three_steps(tiny_model_dir, path, tmp_path / "run", stsb_data_dir, "angle", header=True)

@@ -11,8 +11,8 @@ from sentence_transformers.sentence_transformer.losses import CoSENTLoss
 from sentcl.config import ConfigError
 from sentcl.objectives import CoSENT, CoSENTConfig
 from sentcl.objectives.cosent import cosent_loss, label_values
-from sentcl.training import recipe_from_dict, train
 from tests.conftest import SENTENCES
+from tests.objectives.helpers import trains_three_steps
 
 
 def st_cosent(left, right, labels, scale=20.0):
@@ -70,12 +70,4 @@ def test_a_scored_pair_file_trains(tiny_model_dir, tmp_path, stsb_data_dir):
     ]
     path = tmp_path / "pairs.tsv"
     path.write_text("\n".join(rows * 2) + "\n", encoding="utf-8")
-    recipe = {
-        "model": {"name_or_path": str(tiny_model_dir), "pooler": "avg"},
-        "data": {"train_file": str(path), "max_length": 16, "text_columns": 2},
-        "objective": {"name": "cosent"},
-        "training": {"output_dir": str(tmp_path / "run"), "batch_size": 4, "learning_rate": 1e-3,
-                     "max_steps": 3, "eval_steps": 0, "eval_data_dir": str(stsb_data_dir)},
-    }  # fmt: skip
-    result = train(recipe_from_dict(recipe))
-    assert result.steps == 3 and (tmp_path / "run" / "model").is_dir()
+    assert trains_three_steps(tiny_model_dir, path, tmp_path / "run", stsb_data_dir, "cosent", text_columns=2)

@@ -12,6 +12,7 @@ from sentcl.objectives.dclr import DCLR, DCLRConfig
 from sentcl.objectives.debiased_simcse import DebiasedSimCSE, DebiasedSimCSEConfig
 from sentcl.objectives.distillation import Distillation, DistillationConfig
 from sentcl.objectives.ease import EASE, EASEConfig
+from sentcl.objectives.esimcse import ESimCSE, ESimCSEConfig
 from sentcl.objectives.masked_lm import MaskedLM, MaskedLMConfig, MaskedLMObjective, WithMLM
 from sentcl.objectives.moco import MoCo, MoCoConfig
 from sentcl.objectives.nt_xent import NTXent, NTXentConfig
@@ -36,6 +37,7 @@ REGISTRY: dict[str, tuple[type[Objective], type[ObjectiveConfig]]] = {
     "distillation": (Distillation, DistillationConfig),
     "cosent": (CoSENT, CoSENTConfig),
     "angle": (AnglE, AnglEConfig),
+    "esimcse": (ESimCSE, ESimCSEConfig),
 }
 
 # One name per method: registry key = module = class (its letters) = docs/methods page. The classes' names
@@ -75,6 +77,8 @@ __all__ = [
     "Distillation",
     "DistillationConfig",
     "EASEConfig",
+    "ESimCSE",
+    "ESimCSEConfig",
     "InfoNCE",
     "InfoNCEConfig",
     "MaskedLM",

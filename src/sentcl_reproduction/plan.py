@@ -251,10 +251,10 @@ def load_plan(path: str | Path) -> Plan:
             raise ConfigError(f"{key}.pretrain: {pretrain} not found")
         baselines = _names(spec.get("baselines"), f"{key}.baselines")
         for pooler in baselines:
-            if pooler not in POOLERS and pooler != "ditto":
+            if pooler not in (*POOLERS, "prompt", "ditto"):
                 raise ConfigError(
-                    f"{key}.baselines: {pooler!r} is not one of {', '.join(POOLERS)}, ditto (Ditto with "
-                    f"the head STS-B dev chooses)"
+                    f"{key}.baselines: {pooler!r} is not one of {', '.join(POOLERS)}, prompt, ditto "
+                    f"(Ditto with the head STS-B dev chooses)"
                 )
         if "ditto" in _names(spec.get("postprocess_on"), f"{key}.postprocess_on"):
             raise ConfigError(f"{key}.postprocess_on: ditto is a row of its own, beside the post-processors")

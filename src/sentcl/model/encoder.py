@@ -61,15 +61,19 @@ from sentcl.model.modules import (
 )
 from sentcl.model.packing import backbone_states, unpad_by_default
 from sentcl.model.pooling import (
+    DEFAULT_TEMPLATE,
     LOADING_DEFAULT,
     NEEDS_HIDDEN_STATES,
     POOLERS,
+    PROMPT,
     TRAINING_DEFAULT,
     WITH_MLP_HEAD,
     check_pooler,
     ditto,
     ditto_head,
     from_sentence_transformers,
+    template_frame,
+    wrap_in_template,
 )
 from sentcl.model.sentence_transformers_export import unsupported_reason, write_sentence_transformers_files
 
@@ -112,6 +116,8 @@ class ModelConfig:
     #: a layer-reduced student: keep only these transformer layers of the started model (0-based, in
     #: order, e.g. [0, 2, 4] of a 6-layer teacher); empty: every layer
     keep_layers: list[int] = field(default_factory=list)
+    #: pooler prompt: the template a sentence is read in (one [X], one [MASK]); "" = PromptBERT's default
+    prompt_template: str = ""
     #: transformer, or static: a table of token vectors averaged (model/static.py), started from
     #: ``name_or_path`` (a static folder; or a transformer whose vocabulary is distilled, or whose tokenizer
     #: alone is used with random vectors)
@@ -155,9 +161,13 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
         max_length: int | None = None,
         unpad: bool | None = None,
         modules: list[OutputModule] | None = None,
+        prompt_template: str = "",
     ):
         super().__init__()
         check_pooler(pooler)
+        #: pooler ``prompt``: the template the sentence is read in, and its ids (model/pooling.py)
+        self.prompt_template = (prompt_template or DEFAULT_TEMPLATE) if pooler == PROMPT else ""
+        self.frame = template_frame(tokenizer, self.prompt_template) if pooler == PROMPT else None
         if (pooler in WITH_MLP_HEAD) != (head is not None):
             raise ValueError(
                 f"pooler {pooler!r} {'needs' if pooler in WITH_MLP_HEAD else 'takes no'} MLP head"
@@ -214,6 +224,7 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
             max_length=_saved_max_length(resolved),
             unpad=config.unpad,
             modules=modules,
+            prompt_template=config.prompt_template,
         )
         encoder.source = config.name_or_path
         encoder.prompts = check_prompts(config.prompts, "model.prompts") or saved_prompts(Path(resolved))
@@ -267,7 +278,16 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
                 f"{name_or_path}: max_seq_length {max_length} is beyond the model's {limit} positions"
             )
         modules = saved_modules(folder, int(backbone.config.hidden_size), allow_pickle, meta, chain)
-        encoder = cls(backbone, tokenizer, chosen, head, max_length=max_length, modules=modules)
+        template = str((meta or {}).get("prompt_template") or "")
+        encoder = cls(
+            backbone,
+            tokenizer,
+            chosen,
+            head,
+            max_length=max_length,
+            modules=modules,
+            prompt_template=template,
+        )
         encoder.source = str(Path(name_or_path).resolve()) if Path(name_or_path).exists() else name_or_path
         encoder.prompts = saved_prompts(folder, meta)
         encoder.similarity_fn_name = saved_similarity(folder, meta)
@@ -283,6 +303,14 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
     def _pool_with_states(
         self, input_ids, attention_mask, unpad: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.frame is not None:  # PromptBERT: the state at [MASK] of the sentence in its template
+            wrapped, wrapped_mask, at = wrap_in_template(
+                input_ids, attention_mask, self.frame, self.tokenizer.pad_token_id or 0,
+                position_limit(self.backbone.config),
+            )  # fmt: skip
+            out = self.backbone(input_ids=wrapped, attention_mask=wrapped_mask)
+            rows = torch.arange(len(at), device=at.device)
+            return out.last_hidden_state[rows, at], out.last_hidden_state
         if self.ditto is not None:  # a padded pass: the attention weights are needed
             out = self.backbone(
                 input_ids=input_ids,
@@ -468,6 +496,7 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
             meta = {
                 "format_version": FORMAT_VERSION,
                 "pooler": self.pooler,
+                **({"prompt_template": self.prompt_template} if self.prompt_template else {}),
                 "mlp_only_train": bool(self.head is not None and self.head.train_only),
                 "max_seq_length": self.max_length,
                 "prompts": self.prompts,

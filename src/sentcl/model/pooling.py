@@ -14,12 +14,16 @@ transformer layer, or None) and ``attention_mask`` [N, L], and returns [N, H].
   the reference's ``att_first_last``) and the last layer, each token weighted by the diagonal of attention
   head H of layer L (0-based): how much the token attends to itself. Training-free; the layer and head are
   the model's own choice (``sentcl.model.ditto.rank_heads`` ranks them on STS-B dev).
+* ``prompt`` (PromptBERT, Jiang et al., EMNLP 2022): the sentence's ids put inside a template (default
+  ``This sentence : "[X]" means [MASK] .``) between the tokenizer's special tokens, and the last layer's state
+  at [MASK] as the sentence's vector (the encoder wraps the ids: model/encoder.py).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 
@@ -102,11 +106,52 @@ def ditto(
     return (states * weights.unsqueeze(-1)).sum(1) / weights.sum(1, keepdim=True).clamp_min(1e-12)
 
 
+#: PromptBERT's representation: the state at [MASK] of the sentence inside a template
+PROMPT = "prompt"
+#: the reference's template for BERT without training (kongds/Prompt-BERT run.sh, bert-prompt)
+DEFAULT_TEMPLATE = 'This sentence : "[X]" means [MASK] .'
+
+
 def check_pooler(name: str, where: str = "pooler") -> str:
     """``name`` when sentcl has that pooler; else one ConfigError naming ``where`` and the choices."""
-    if name not in POOLERS and ditto_head(name) is None:
-        raise ConfigError(f"{where}: {name!r} is not one of {', '.join(POOLERS)}, ditto-LAYER-HEAD")
+    if name not in POOLERS and name != PROMPT and ditto_head(name) is None:
+        raise ConfigError(f"{where}: {name!r} is not one of {', '.join(POOLERS)}, prompt, ditto-LAYER-HEAD")
     return name
+
+
+@dataclass(frozen=True)
+class TemplateFrame:
+    """A template's ids around a sentence's: ``head`` special tokens (the tokenizer's, kept), ``prefix``, the
+    sentence, ``suffix`` (holding [MASK] at ``mask``), ``tail`` special tokens."""
+
+    prefix: tuple[int, ...]
+    suffix: tuple[int, ...]
+    mask: int
+    head: int
+    tail: int
+
+
+def template_frame(tokenizer, template: str, where: str = "prompt_template") -> TemplateFrame:
+    """``template`` (one ``[X]`` where the sentence goes, one ``[MASK]`` after it) as ids around one."""
+    if template.count("[X]") != 1 or template.count("[MASK]") != 1:
+        raise ConfigError(f"{where}: {template!r} needs one [X] (the sentence) and one [MASK]")
+    mask = getattr(tokenizer, "mask_token", None)
+    if mask is None:
+        raise ConfigError(f"{where}: the tokenizer has no mask token for [MASK]")
+    before, after = template.split("[X]")
+    prefix = tokenizer(before.rstrip(), add_special_tokens=False)["input_ids"] if before.strip() else []
+    suffix = tokenizer(after.replace("[MASK]", mask).lstrip(), add_special_tokens=False)["input_ids"]
+    mask_id = tokenizer.mask_token_id
+    if mask_id not in prefix + suffix or (prefix + suffix).count(mask_id) != 1:
+        raise ConfigError(f"{where}: {template!r} does not tokenise to one mask token")
+    if mask_id in prefix:
+        raise ConfigError(f"{where}: [MASK] must come after [X] in {template!r}")
+    full = tokenizer("a", add_special_tokens=True)["input_ids"]
+    bare = tokenizer("a", add_special_tokens=False)["input_ids"]
+    head = next((i for i in range(len(full)) if full[i : i + len(bare)] == bare), 0)
+    return TemplateFrame(
+        tuple(prefix), tuple(suffix), suffix.index(mask_id), head, len(full) - head - len(bare)
+    )
 
 
 def pooler_argument(name: str) -> str:
@@ -132,3 +177,36 @@ def from_sentence_transformers(config: dict) -> str | None:
         flags = {"mean": "pooling_mode_mean_tokens", "cls": "pooling_mode_cls_token"}
         mode = next((m for m, key in flags.items() if config.get(key)), None)
     return FROM_SENTENCE_TRANSFORMERS.get(mode) if isinstance(mode, str) else None
+
+
+def wrap_in_template(
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    frame: TemplateFrame,
+    pad: int = 0,
+    limit: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """[N, L] tokenised sentences (with their special tokens) → the same inside the template, padded with
+    ``pad``, its mask, and [N] the position of [MASK] in each row. A sentence is cut where the template would
+    pass ``limit`` positions."""
+    prefix = input_ids.new_tensor(frame.prefix)
+    suffix = input_ids.new_tensor(frame.suffix)
+    rows, places = [], []
+    for ids, mask in zip(input_ids, attention_mask, strict=True):
+        real = ids[mask.bool()]
+        head, body, tail = (
+            real[: frame.head],
+            real[frame.head : len(real) - frame.tail],
+            real[len(real) - frame.tail :],
+        )
+        if limit is not None:
+            body = body[: max(0, limit - frame.head - frame.tail - len(prefix) - len(suffix))]
+        rows.append(torch.cat([head, prefix, body, suffix, tail]))
+        places.append(frame.head + len(prefix) + len(body) + frame.mask)
+    longest = max(len(row) for row in rows)
+    out = input_ids.new_full((len(rows), longest), pad)
+    out_mask = attention_mask.new_zeros((len(rows), longest))
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = row
+        out_mask[i, : len(row)] = 1
+    return out, out_mask, torch.tensor(places, device=input_ids.device)

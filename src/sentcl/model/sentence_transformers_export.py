@@ -24,6 +24,8 @@ from sentcl.model.pooling import sentence_transformers_mode
 def unsupported_reason(pooler: str) -> str | None:
     if sentence_transformers_mode(pooler) is not None:
         return None
+    if pooler == "prompt":
+        return "pooler 'prompt' has no sentence-transformers equivalent (it reads the sentence in a template)"
     if pooler.startswith("ditto"):
         return f"pooler {pooler!r} has no sentence-transformers equivalent (it weights tokens by a head)"
     return f"pooler {pooler!r} has no sentence-transformers equivalent (it averages intermediate layers)"

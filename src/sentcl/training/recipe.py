@@ -159,6 +159,12 @@ def recipe_from_dict(data: dict[str, Any]) -> TrainConfig:
     objective_class, objective_config = REGISTRY[name]
     model = from_dict(ModelConfig, data.get("model") or {}, prefix="model")
     objective_class.check_pooler(model.pooler)
+    if model.pooler == "prompt":
+        raise ConfigError(
+            "model.pooler: prompt is PromptBERT's representation read without training here (its "
+            "objective, two templates and template denoising, is not in sentcl yet); train with another "
+            "pooler"
+        )
     if model.pooler.startswith("ditto"):
         raise ConfigError(
             f"model.pooler: {model.pooler} is Ditto's training-free pooler (it reads an attention head of a "

@@ -55,5 +55,5 @@ def test_bad_templates_and_training_are_refused(tiny_model_dir):
             SentenceEncoder.from_config(
                 ModelConfig(str(tiny_model_dir), pooler="prompt", prompt_template=template)
             )
-    with pytest.raises(ConfigError, match="PromptBERT's representation read without training"):
+    with pytest.raises(ConfigError, match="objective simcse does not train it"):
         recipe_from_dict({"model": {"name_or_path": str(tiny_model_dir), "pooler": "prompt"}})

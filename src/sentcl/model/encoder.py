@@ -353,6 +353,42 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
                 embeddings = module(embeddings)
         return (embeddings, states) if with_states else embeddings
 
+    def prompt_states(self, input_ids, attention_mask, template: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """PromptBERT's training path: ([N, H] the last layer's state at [MASK] of each sentence spliced into
+        ``template``, [N] each sentence's length in tokens without its special tokens)."""
+        frame = template_frame(self.tokenizer, template)
+        wrapped, mask, at = wrap_in_template(
+            input_ids,
+            attention_mask,
+            frame,
+            self.tokenizer.pad_token_id or 0,
+            position_limit(self.backbone.config),
+        )
+        states = self.backbone(input_ids=wrapped, attention_mask=mask).last_hidden_state
+        lengths = mask.sum(1) - frame.head - frame.tail - len(frame.prefix) - len(frame.suffix)
+        return states[torch.arange(len(at), device=at.device), at], lengths
+
+    def template_bias(self, template: str, lengths: torch.Tensor) -> torch.Tensor:
+        """PromptBERT's template denoising: [N, H] the state at [MASK] of ``template`` with no sentence in it,
+        its positions after the sentence's place shifted by each length, so that [MASK] sits where it sits
+        with a sentence of that length (one pass over the distinct lengths)."""
+        frame = template_frame(self.tokenizer, template)
+        specials = self.tokenizer("", add_special_tokens=True)["input_ids"]
+        ids = (
+            specials[: frame.head]
+            + list(frame.prefix)
+            + list(frame.suffix)
+            + specials[len(specials) - frame.tail :]
+        )
+        distinct, index = torch.unique(lengths, return_inverse=True)
+        device = self.device
+        rows = torch.tensor(ids, device=device).repeat(len(distinct), 1)
+        positions = torch.arange(len(ids), device=device).repeat(len(distinct), 1)
+        start = frame.head + len(frame.prefix)  # the first token after the sentence's place
+        positions[:, start:] += distinct.to(device)[:, None]
+        states = self.backbone(input_ids=rows, position_ids=positions).last_hidden_state
+        return states[:, start + frame.mask][index]
+
     def token_states(self, input_ids, attention_mask, all_layers: bool = False):
         """Last-layer token states [N, L, H] of [N, L] ids (training settings: the packed pass where it
         applies); ``all_layers``: the tuple of every layer's states, the embedding layer first."""

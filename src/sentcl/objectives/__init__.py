@@ -16,6 +16,7 @@ from sentcl.objectives.esimcse import ESimCSE, ESimCSEConfig
 from sentcl.objectives.masked_lm import MaskedLM, MaskedLMConfig, MaskedLMObjective, WithMLM
 from sentcl.objectives.moco import MoCo, MoCoConfig
 from sentcl.objectives.nt_xent import NTXent, NTXentConfig
+from sentcl.objectives.promptbert import PromptBERT, PromptBERTConfig
 from sentcl.objectives.sg_opt import SGOPT, SGOPTConfig
 from sentcl.objectives.simcse import SimCSE, SimCSEConfig, info_nce_loss
 from sentcl.objectives.tacl import TaCL, TaCLConfig
@@ -38,6 +39,7 @@ REGISTRY: dict[str, tuple[type[Objective], type[ObjectiveConfig]]] = {
     "cosent": (CoSENT, CoSENTConfig),
     "angle": (AnglE, AnglEConfig),
     "esimcse": (ESimCSE, ESimCSEConfig),
+    "promptbert": (PromptBERT, PromptBERTConfig),
 }
 
 # One name per method: registry key = module = class (its letters) = docs/methods page. The classes' names
@@ -89,6 +91,8 @@ __all__ = [
     "Objective",
     "ObjectiveConfig",
     "ObjectiveOutput",
+    "PromptBERT",
+    "PromptBERTConfig",
     "SGConfig",
     "SGOPTConfig",
     "SelfGuided",

@@ -159,11 +159,10 @@ def recipe_from_dict(data: dict[str, Any]) -> TrainConfig:
     objective_class, objective_config = REGISTRY[name]
     model = from_dict(ModelConfig, data.get("model") or {}, prefix="model")
     objective_class.check_pooler(model.pooler)
-    if model.pooler == "prompt":
+    if model.pooler == "prompt" and name != "promptbert":
         raise ConfigError(
-            "model.pooler: prompt is PromptBERT's representation read without training here (its "
-            "objective, two templates and template denoising, is not in sentcl yet); train with another "
-            "pooler"
+            f"model.pooler: prompt is PromptBERT's representation; objective {name} does not train it "
+            "(objective.name: promptbert does)"
         )
     if model.pooler.startswith("ditto"):
         raise ConfigError(

@@ -1,0 +1,78 @@
+"""PromptBERT (objectives/promptbert.py): template denoising's bias is the template's own [MASK] state with
+shifted positions, the loss against a hand computation, and a run."""
+
+import pytest
+import torch
+
+from sentcl.config import ConfigError
+from sentcl.model import ModelConfig, SentenceEncoder
+from sentcl.objectives import PromptBERT, PromptBERTConfig
+from sentcl.objectives.simcse import info_nce_loss
+from sentcl.training import recipe_from_dict
+from tests.conftest import SENTENCES
+from tests.objectives.helpers import batch_of
+
+FIRST, SECOND = 'This sentence of "[X]" means [MASK] .', 'This sentence : "[X]" means [MASK] .'
+
+
+def prompt_encoder(tiny_model_dir) -> SentenceEncoder:
+    config = ModelConfig(str(tiny_model_dir), pooler="prompt", prompt_template=FIRST)
+    return SentenceEncoder.from_config(config).eval()  # no dropout: passes can be redone by hand
+
+
+def test_the_bias_is_the_empty_templates_mask_state_at_the_sentences_positions(tiny_model_dir):
+    encoder = prompt_encoder(tiny_model_dir)
+    with torch.no_grad():
+        empty = encoder.tokenizer([""], return_tensors="pt")
+        alone, length = encoder.prompt_states(empty.input_ids, empty.attention_mask, FIRST)
+        assert int(length[0]) == 0
+        torch.testing.assert_close(encoder.template_bias(FIRST, torch.tensor([0])), alone)
+        # a shift of 3 is the empty template read with its positions after the sentence's place moved by 3
+        shifted = encoder.template_bias(FIRST, torch.tensor([3, 0, 3]))
+        torch.testing.assert_close(shifted[0], shifted[2])
+        assert not torch.allclose(shifted[0], shifted[1])
+        # the training path's [MASK] state is what the prompt pooler encodes with
+        batch = batch_of(encoder, SENTENCES[:3], views=1)
+        states, lengths = encoder.prompt_states(batch.input_ids[:, 0], batch.attention_mask[:, 0], FIRST)
+        torch.testing.assert_close(
+            states, torch.from_numpy(encoder.encode(SENTENCES[:3])), atol=1e-5, rtol=1e-5
+        )
+        expected = [len(encoder.tokenizer(s, add_special_tokens=False)["input_ids"]) for s in SENTENCES[:3]]
+        assert lengths.tolist() == expected
+
+
+def test_the_loss_is_infonce_between_the_denoised_views_through_its_mlp(tiny_model_dir):
+    encoder = prompt_encoder(tiny_model_dir)
+    objective = PromptBERT(PromptBERTConfig(second_template=SECOND), encoder)
+    batch = batch_of(encoder, SENTENCES[:4], views=1)
+    ids, mask = batch.input_ids[:, 0], batch.attention_mask[:, 0]
+    with torch.no_grad():
+        got = objective(batch).loss
+        views = []
+        for template in (FIRST, SECOND):
+            states, lengths = encoder.prompt_states(ids, mask, template)
+            views.append(objective.mlp(states - encoder.template_bias(template, lengths)))
+        assert got.item() == pytest.approx(info_nce_loss(*views, temperature=0.05).item(), rel=1e-5)
+
+
+def test_it_needs_the_prompt_pooler_and_a_run_trains(tiny_model_dir, tmp_path, stsb_data_dir):
+    with pytest.raises(ConfigError, match=r"set model\.pooler: prompt"):
+        PromptBERT(
+            PromptBERTConfig(), SentenceEncoder.from_config(ModelConfig(str(tiny_model_dir), pooler="avg"))
+        )
+    with pytest.raises(ConfigError, match="objective simcse does not train it"):
+        recipe_from_dict({"model": {"name_or_path": str(tiny_model_dir), "pooler": "prompt"}})
+    corpus = tmp_path / "wiki.txt"
+    corpus.write_text("\n".join(SENTENCES * 2) + "\n", encoding="utf-8")
+    from sentcl.training import train
+
+    recipe = {
+        "model": {"name_or_path": str(tiny_model_dir), "pooler": "prompt", "prompt_template": FIRST},
+        "data": {"train_file": str(corpus), "max_length": 16, "n_views": 1},
+        "objective": {"name": "promptbert", "second_template": SECOND},
+        "training": {"output_dir": str(tmp_path / "run"), "batch_size": 4, "learning_rate": 1e-3,
+                     "max_steps": 3, "eval_steps": 0, "eval_data_dir": str(stsb_data_dir)},
+    }  # fmt: skip
+    assert train(recipe_from_dict(recipe)).steps == 3
+    saved = SentenceEncoder.load(str(tmp_path / "run"))
+    assert saved.pooler == "prompt" and saved.prompt_template == FIRST

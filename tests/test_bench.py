@@ -64,3 +64,22 @@ def test_the_students_table_gives_each_point_its_ratio_to_the_teacher(bench):
     text = students.table(rows, "a machine")
     assert "| static | 80.00 | 75.00 | 90.00 | 30,000.0 | 100.00× | 31.3 MB | 80 s |" in text
     assert "| teacher fp32 | 80.00 | 75.00 | 90.00 | 300.0 | 1.00× | 31.3 MB |  |" in text
+
+
+def test_the_students_group_is_a_section_or_one_line_with_its_error(bench, tmp_path, monkeypatch):
+    import subprocess
+    from types import SimpleNamespace
+
+    def fails(command, **kwargs):
+        return subprocess.CompletedProcess(command, 1, "", "Traceback …\nValueError: no teacher\n")
+
+    monkeypatch.setattr(bench.subprocess, "run", fails)
+    args = SimpleNamespace(out=str(tmp_path / "table.md"))
+    assert bench.students_section(args) == "students: FAILED: ValueError: no teacher\n"
+
+    def writes(command, **kwargs):
+        (tmp_path / "students.md").write_text("| point |\n", encoding="utf-8")
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setattr(bench.subprocess, "run", writes)
+    assert bench.students_section(args).startswith("| point |\n")

@@ -84,8 +84,9 @@ def test_no_objective_of_the_registry_accepts_the_key_and_ignores_it(tiny_model_
         except ValueError:  # needs its training data (EASE's entity table, CLINE's WordNet views)
             pytest.fail(f"{name}: built without refusing matryoshka_dims, but could not be tested")
         torch.manual_seed(0)
-        batch = batch_of(encoder, views=2)
-        z = torch.randn(len(batch.input_ids), 2, 32)
+        views = 3 if name in ("cosent", "angle") else 2  # they rank labelled pairs: NLI triplets here
+        batch = batch_of(encoder, views=views)
+        z = torch.randn(len(batch.input_ids), views, 32)
         with_prefixes = objective.embedding_loss(z, batch)
         torch.manual_seed(0)
         plain = objective_class(from_dict(config_class, extra, prefix="objective"), encoder, None)
@@ -93,8 +94,12 @@ def test_no_objective_of_the_registry_accepts_the_key_and_ignores_it(tiny_model_
         assert "loss@8" in with_prefixes.terms
         assert with_prefixes.loss.item() != pytest.approx(without.loss.item(), rel=1e-4)
         accepted.append(name)
-    assert set(accepted) == {"simcse", "nt_xent", "align_uniform", "dclr", "vascl", "debiased_simcse"}
-    assert set(refused) == {"moco", "tacl", "sg_opt", "ease", "cline", "masked_lm", "distillation"}
+    assert set(accepted) == {
+        "simcse", "nt_xent", "align_uniform", "dclr", "vascl", "debiased_simcse", "cosent", "angle"
+    }  # fmt: skip
+    assert set(refused) == {
+        "moco", "tacl", "sg_opt", "ease", "cline", "masked_lm", "distillation", "esimcse", "promptbert"
+    }  # fmt: skip
     with pytest.raises(ConfigError, match=r"VaSCL \(variant: reference\) maps the full embedding"):
         from sentcl.objectives import VaSCL, VaSCLConfig
 

@@ -161,6 +161,13 @@ OBJECTIVES = {
         {},
         {"gradcache_chunk": 2},
     ),
+    # pair rankers on NLI triplets (anchor, entailment, contradiction)
+    "cosent": ({"name": "cosent"}, {"header": True}, {}, "nli"),
+    "angle": ({"name": "angle"}, {"header": True}, {}, "nli"),
+    "angle+gradcache": ({"name": "angle"}, {"header": True}, {"gradcache_chunk": 2}, "nli"),
+    "esimcse": ({"name": "esimcse", "queue_size": 6}, {"n_views": 1}),
+    # PromptBERT trains the prompt pooler
+    "promptbert": ({"name": "promptbert"}, {"n_views": 1}, {}, "prompt"),
 }
 
 
@@ -189,8 +196,15 @@ def test_every_objective_trains_checkpoints_and_resumes_exactly(
     import sentcl.training.steps as loop_module
 
     objective, data, *extra = OBJECTIVES[method]
+    model = {"name_or_path": str(tiny_model_dir), "pooler": "avg"}
     if extra[1:] == ["ease"]:
         wiki_file = ease_rows(tmp_path / "ease.tsv", SENTENCES * 2)
+    if extra[1:] == ["nli"]:
+        wiki_file = tmp_path / "nli.csv"
+        rows = [f"{SENTENCES[i]},{SENTENCES[(i + 1) % 12]},{SENTENCES[(i + 5) % 12]}" for i in range(12)]
+        wiki_file.write_text("sent0,sent1,hard_neg\n" + "\n".join(rows) + "\n")
+    if extra[1:] == ["prompt"]:
+        model["pooler"] = "prompt"
     if objective.get("teacher") == "TEACHER":
         objective = objective | {"teacher": str(tiny_model_dir)}
         monkeypatch.setenv("SENTCL_CACHE", str(tmp_path / "cache"))  # the teacher's table is cached there
@@ -198,7 +212,7 @@ def test_every_objective_trains_checkpoints_and_resumes_exactly(
     def run(folder, **training):
         training |= extra[0] if extra else {}
         config = {
-            "model": {"name_or_path": str(tiny_model_dir), "pooler": "avg"},
+            "model": model,
             "data": {"train_file": str(wiki_file), "max_length": 16, **data},
             "objective": objective,
             "training": {"output_dir": str(folder), "batch_size": 4, "learning_rate": 1e-3, "max_steps": 4,

@@ -7,7 +7,7 @@ from sentcl.model.encoder import ModelConfig, SentenceEncoder
 from sentcl.model.heads import MLPHead, split_mlm_model
 from sentcl.model.inference import for_inference, load_encoder
 from sentcl.model.packing import backbone_states
-from sentcl.model.pooling import POOLERS, pooler_argument
+from sentcl.model.pooling import POOLERS, pad_rows, pooler_argument
 from sentcl.model.static import StaticEncoder
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "load_backbone",
     "load_encoder",
     "packaged_model_path",
+    "pad_rows",
     "pooler_argument",
     "resolve_model_path",
     "split_mlm_model",

@@ -203,10 +203,13 @@ def wrap_in_template(
             body = body[: max(0, limit - frame.head - frame.tail - len(prefix) - len(suffix))]
         rows.append(torch.cat([head, prefix, body, suffix, tail]))
         places.append(frame.head + len(prefix) + len(body) + frame.mask)
-    longest = max(len(row) for row in rows)
-    out = input_ids.new_full((len(rows), longest), pad)
-    out_mask = attention_mask.new_zeros((len(rows), longest))
-    for i, row in enumerate(rows):
-        out[i, : len(row)] = row
-        out_mask[i, : len(row)] = 1
-    return out, out_mask, torch.tensor(places, device=input_ids.device)
+    out, out_mask = pad_rows(rows, pad)
+    return out, out_mask.to(attention_mask.dtype), torch.tensor(places, device=input_ids.device)
+
+
+def pad_rows(rows: Sequence[torch.Tensor], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token-id rows of different lengths → [N, longest] padded with ``pad``, and the [N, longest] mask of
+    the real tokens."""
+    out = torch.nn.utils.rnn.pad_sequence(list(rows), batch_first=True, padding_value=pad)
+    lengths = torch.tensor([len(row) for row in rows], device=out.device)
+    return out, (torch.arange(out.shape[1], device=out.device)[None, :] < lengths[:, None]).long()

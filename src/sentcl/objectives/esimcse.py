@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from sentcl.config import ConfigError
+from sentcl.model import pad_rows
 from sentcl.objectives.base import ContrastiveConfig, Objective, ObjectiveOutput
 from sentcl.objectives.similarity import cosine_matrix
 
@@ -59,13 +60,8 @@ def repeat_tokens(
         counts = torch.ones(n, dtype=torch.long)
         counts[positions] = 2
         rows.append(torch.repeat_interleave(real, counts.to(real.device)))
-    longest = max(len(r) for r in rows)
-    out = input_ids.new_full((len(rows), longest), pad_token_id)
-    out_mask = attention_mask.new_zeros((len(rows), longest))
-    for i, row in enumerate(rows):
-        out[i, : len(row)] = row
-        out_mask[i, : len(row)] = 1
-    return out, out_mask
+    out, out_mask = pad_rows(rows, pad_token_id)
+    return out, out_mask.to(attention_mask.dtype)
 
 
 class ESimCSE(Objective):

@@ -180,6 +180,19 @@ OBJECTIVES |= {
 }
 
 
+def case_data(tmp_path, wiki_file, special: list, sentences: list[str]):
+    """(the training file, the pooler) a case of OBJECTIVES needs: EASE's entity rows, NLI triplets for
+    the pair rankers, the prompt pooler for PromptBERT, else the wiki sentences and mean pooling."""
+    if special == ["ease"]:
+        return ease_rows(tmp_path / "ease.tsv", sentences), "avg"
+    if special == ["nli"]:
+        path, n = tmp_path / "nli.csv", len(sentences)
+        rows = [f"{sentences[i]},{sentences[(i + 1) % n]},{sentences[(i + 5) % n]}" for i in range(n)]
+        path.write_text("sent0,sent1,hard_neg\n" + "\n".join(rows) + "\n")
+        return path, "avg"
+    return wiki_file, "prompt" if special == ["prompt"] else "avg"
+
+
 def ease_rows(path, sentences):
     """(sentence, entity, hard-negative entity) rows, EASE's data."""
     entities = ["Dog", "Cat", "Ball", "Book", "Car", "Music"]
@@ -196,15 +209,8 @@ def test_every_objective_trains_checkpoints_and_resumes_exactly(
     import sentcl.training.steps as loop_module
 
     objective, data, *extra = OBJECTIVES[method]
-    model = {"name_or_path": str(tiny_model_dir), "pooler": "avg"}
-    if extra[1:] == ["ease"]:
-        wiki_file = ease_rows(tmp_path / "ease.tsv", SENTENCES * 2)
-    if extra[1:] == ["nli"]:
-        wiki_file = tmp_path / "nli.csv"
-        rows = [f"{SENTENCES[i]},{SENTENCES[(i + 1) % 12]},{SENTENCES[(i + 5) % 12]}" for i in range(12)]
-        wiki_file.write_text("sent0,sent1,hard_neg\n" + "\n".join(rows) + "\n")
-    if extra[1:] == ["prompt"]:
-        model["pooler"] = "prompt"
+    wiki_file, pooler = case_data(tmp_path, wiki_file, extra[1:], SENTENCES * 2)
+    model = {"name_or_path": str(tiny_model_dir), "pooler": pooler}
     if objective.get("teacher") == "TEACHER":
         objective = objective | {"teacher": str(tiny_model_dir)}
         monkeypatch.setenv("SENTCL_CACHE", str(tmp_path / "cache"))  # the teacher's table is cached there

@@ -8,7 +8,7 @@ from sentcl.data import Records
 from sentcl.training import recipe_from_dict, train
 from sentcl.training.selection import Selection, hold_out, selection
 from tests.conftest import SENTENCES
-from tests.training.test_contrastive import OBJECTIVES, ease_rows
+from tests.training.test_contrastive import OBJECTIVES, case_data
 
 
 def records(n):
@@ -49,10 +49,10 @@ def wiki_file(tmp_path):
     return path
 
 
-def config(tiny_model_dir, train_file, folder, objective=None, data=None, **training):
+def config(tiny_model_dir, train_file, folder, objective=None, data=None, pooler="avg", **training):
     return recipe_from_dict(
         {
-            "model": {"name_or_path": str(tiny_model_dir), "pooler": "avg"},
+            "model": {"name_or_path": str(tiny_model_dir), "pooler": pooler},
             "data": {"train_file": str(train_file), "max_length": 16, **(data or {})},
             "objective": objective or {"name": "simcse"},
             "training": {
@@ -118,11 +118,10 @@ def test_the_held_out_evaluation_moves_neither_the_training_rng_nor_the_objectiv
 @pytest.mark.parametrize("method", [m for m in OBJECTIVES if not OBJECTIVES[m][1].get("streaming")])
 def test_every_objective_has_a_held_out_loss(tmp_path, tiny_model_dir, wiki_file, method):
     objective, data, *extra = OBJECTIVES[method]
-    if extra[1:] == ["ease"]:
-        wiki_file = ease_rows(tmp_path / "ease.tsv", wiki_file.read_text().splitlines())
+    wiki_file, pooler = case_data(tmp_path, wiki_file, extra[1:], wiki_file.read_text().splitlines())
     training = {k: v for k, v in (extra[0] if extra else {}).items() if k != "gradcache_chunk"}
     run = lambda: train(  # noqa: E731
-        config(tiny_model_dir, wiki_file, tmp_path / "run", objective, data, select_by="loss",
+        config(tiny_model_dir, wiki_file, tmp_path / "run", objective, data, pooler, select_by="loss",
                max_steps=2, eval_steps=2, eval_at_start=False, start_is_candidate=False, **training)
     )  # fmt: skip
     if objective.get("teacher") == "TEACHER":  # distillation's table covers the training rows only

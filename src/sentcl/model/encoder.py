@@ -68,10 +68,12 @@ from sentcl.model.pooling import (
     PROMPT,
     TRAINING_DEFAULT,
     WITH_MLP_HEAD,
+    TemplateFrame,
     check_pooler,
     ditto,
     ditto_head,
     from_sentence_transformers,
+    special_frame,
     template_frame,
     wrap_in_template,
 )
@@ -168,6 +170,7 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
         #: pooler ``prompt``: the template the sentence is read in, and its ids (model/pooling.py)
         self.prompt_template = (prompt_template or DEFAULT_TEMPLATE) if pooler == PROMPT else ""
         self.frame = template_frame(tokenizer, self.prompt_template) if pooler == PROMPT else None
+        self._frames: dict[str, TemplateFrame] = {self.prompt_template: self.frame} if self.frame else {}
         if (pooler in WITH_MLP_HEAD) != (head is not None):
             raise ValueError(
                 f"pooler {pooler!r} {'needs' if pooler in WITH_MLP_HEAD else 'takes no'} MLP head"
@@ -353,10 +356,16 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
                 embeddings = module(embeddings)
         return (embeddings, states) if with_states else embeddings
 
+    def template(self, template: str) -> TemplateFrame:
+        """``template``'s ids around a sentence, tokenised once per template (a training step reads two)."""
+        if template not in self._frames:
+            self._frames[template] = template_frame(self.tokenizer, template)
+        return self._frames[template]
+
     def prompt_states(self, input_ids, attention_mask, template: str) -> tuple[torch.Tensor, torch.Tensor]:
         """PromptBERT's training path: ([N, H] the last layer's state at [MASK] of each sentence spliced into
         ``template``, [N] each sentence's length in tokens without its special tokens)."""
-        frame = template_frame(self.tokenizer, template)
+        frame = self.template(template)
         wrapped, mask, at = wrap_in_template(
             input_ids,
             attention_mask,
@@ -372,14 +381,9 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
         """PromptBERT's template denoising: [N, H] the state at [MASK] of ``template`` with no sentence in it,
         its positions after the sentence's place shifted by each length, so that [MASK] sits where it sits
         with a sentence of that length (one pass over the distinct lengths)."""
-        frame = template_frame(self.tokenizer, template)
-        specials = self.tokenizer("", add_special_tokens=True)["input_ids"]
-        ids = (
-            specials[: frame.head]
-            + list(frame.prefix)
-            + list(frame.suffix)
-            + specials[len(specials) - frame.tail :]
-        )
+        frame = self.template(template)
+        before, after = special_frame(self.tokenizer)
+        ids = before + list(frame.prefix) + list(frame.suffix) + after
         distinct, index = torch.unique(lengths, return_inverse=True)
         device = self.device
         rows = torch.tensor(ids, device=device).repeat(len(distinct), 1)

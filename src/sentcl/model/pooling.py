@@ -131,6 +131,16 @@ class TemplateFrame:
     tail: int
 
 
+def special_frame(tokenizer) -> tuple[list[int], list[int]]:
+    """The special ids the tokenizer puts before and after one sentence ([CLS] … [SEP] for BERT)."""
+    full = tokenizer("a", add_special_tokens=True)["input_ids"]
+    content = tokenizer("a", add_special_tokens=False)["input_ids"]
+    for start in range(len(full) - len(content) + 1):
+        if full[start : start + len(content)] == content:
+            return list(full[:start]), list(full[start + len(content) :])
+    return [], []
+
+
 def template_frame(tokenizer, template: str, where: str = "prompt_template") -> TemplateFrame:
     """``template`` (one ``[X]`` where the sentence goes, one ``[MASK]`` after it) as ids around one."""
     if template.count("[X]") != 1 or template.count("[MASK]") != 1:
@@ -146,12 +156,8 @@ def template_frame(tokenizer, template: str, where: str = "prompt_template") -> 
         raise ConfigError(f"{where}: {template!r} does not tokenise to one mask token")
     if mask_id in prefix:
         raise ConfigError(f"{where}: [MASK] must come after [X] in {template!r}")
-    full = tokenizer("a", add_special_tokens=True)["input_ids"]
-    bare = tokenizer("a", add_special_tokens=False)["input_ids"]
-    head = next((i for i in range(len(full)) if full[i : i + len(bare)] == bare), 0)
-    return TemplateFrame(
-        tuple(prefix), tuple(suffix), suffix.index(mask_id), head, len(full) - head - len(bare)
-    )
+    head, tail = special_frame(tokenizer)
+    return TemplateFrame(tuple(prefix), tuple(suffix), suffix.index(mask_id), len(head), len(tail))
 
 
 def pooler_argument(name: str) -> str:

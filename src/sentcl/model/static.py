@@ -49,6 +49,7 @@ from sentcl.model.backbone import (
     resolve_model_path,
     static_module_dir,
 )
+from sentcl.model.pooling import special_frame
 
 logger = logging.getLogger(__name__)
 
@@ -362,16 +363,6 @@ def vocabulary_distillation(
     table = np.zeros((size, components), dtype=np.float32)
     table[kept] = reduced
     return table
-
-
-def special_frame(tokenizer) -> tuple[list[int], list[int]]:
-    """The special ids the tokenizer puts before and after one sentence ([CLS] … [SEP] for BERT)."""
-    full = tokenizer("a", add_special_tokens=True)["input_ids"]
-    content = tokenizer("a", add_special_tokens=False)["input_ids"]
-    for start in range(len(full) - len(content) + 1):
-        if full[start : start + len(content)] == content:
-            return list(full[:start]), list(full[start + len(content) :])
-    return [], []
 
 
 def read_json_list(path: Path) -> list[dict]:

@@ -18,7 +18,7 @@ def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
 
 
-@pytest.mark.parametrize("pooler", ["avg", "cls", "avg_first_last"])
+@pytest.mark.parametrize("pooler", ["avg", "cls", "avg_first_last", "ditto-1-0"])
 def test_fp32_export_equals_the_encoder_and_int8_stays_close(tmp_path, tiny_model_dir, pooler):
     torch.manual_seed(0)
     encoder = SentenceEncoder.from_config(ModelConfig(str(tiny_model_dir), pooler=pooler)).eval()

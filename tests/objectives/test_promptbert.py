@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from sentcl.config import ConfigError
+from sentcl.data import Batch
 from sentcl.model import ModelConfig, SentenceEncoder
 from sentcl.objectives import PromptBERT, PromptBERTConfig
 from sentcl.objectives.simcse import info_nce_loss
@@ -76,3 +77,59 @@ def test_it_needs_the_prompt_pooler_and_a_run_trains(tiny_model_dir, tmp_path, s
     assert train(recipe_from_dict(recipe)).steps == 3
     saved = SentenceEncoder.load(str(tmp_path / "run"))
     assert saved.pooler == "prompt" and saved.prompt_template == FIRST
+
+
+def test_supervised_is_simcse_on_the_denoised_states_of_one_template(tiny_model_dir):
+    encoder = prompt_encoder(tiny_model_dir)
+    objective = PromptBERT(PromptBERTConfig(supervised=True, hard_negative_weight=2.0), encoder)
+    assert objective.mlp is None  # no MLP: the denoised [MASK] states themselves
+    anchors, positives, negatives = SENTENCES[:4], SENTENCES[4:8], SENTENCES[8:12]
+    tokens = encoder.tokenizer(anchors + positives + negatives, padding=True, return_tensors="pt")
+    ids = tokens.input_ids.reshape(3, 4, -1).transpose(0, 1)  # [B, V=3, L]
+    mask = tokens.attention_mask.reshape(3, 4, -1).transpose(0, 1)
+    with torch.no_grad():
+        got = objective(Batch(ids, mask, indices=ids.new_tensor(range(4))))
+        views = []
+        for k in range(3):
+            states, lengths = encoder.prompt_states(ids[:, k], mask[:, k], FIRST)
+            views.append(states - encoder.template_bias(FIRST, lengths))
+        expected = info_nce_loss(*views, temperature=0.05, hard_negative_weight=2.0)
+    assert got.loss.item() == pytest.approx(expected.item(), rel=1e-5)
+    # each setting refuses the other's rows, in one line
+    with pytest.raises(ValueError, match="supervised PromptBERT reads"):
+        objective(batch_of(encoder, SENTENCES[:4], views=1))
+    with pytest.raises(ValueError, match=r"objective\.supervised: true"):
+        PromptBERT(PromptBERTConfig(), encoder)(batch_of(encoder, SENTENCES[:4], views=3))
+
+
+def test_a_denoised_prompt_model_encodes_minus_the_template_and_keeps_it_when_saved(tiny_model_dir, tmp_path):
+    config = ModelConfig(str(tiny_model_dir), pooler="prompt", prompt_template=FIRST, prompt_denoise=True)
+    encoder = SentenceEncoder.from_config(config).eval()
+    batch = batch_of(encoder, SENTENCES[:5], views=1)
+    with torch.no_grad():
+        states, lengths = encoder.prompt_states(batch.input_ids[:, 0], batch.attention_mask[:, 0], FIRST)
+        expected = states - encoder.template_bias(FIRST, lengths)
+    got = encoder.encode(SENTENCES[:5], convert_to_tensor=True)
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+    plain = SentenceEncoder.from_config(
+        ModelConfig(str(tiny_model_dir), pooler="prompt", prompt_template=FIRST)
+    )
+    assert not torch.allclose(plain.eval().encode(SENTENCES[:5], convert_to_tensor=True), got, atol=1e-3)
+    saved = SentenceEncoder.load(str(encoder.save(tmp_path / "model")))
+    assert saved.prompt_denoise
+    torch.testing.assert_close(saved.encode(SENTENCES[:5], convert_to_tensor=True), got, atol=1e-5, rtol=1e-5)
+    with pytest.raises(ConfigError, match="prompt_denoise: template denoising is the prompt pooler's"):
+        ModelConfig(str(tiny_model_dir), pooler="avg", prompt_denoise=True).validate()
+
+
+def test_a_prompt_model_has_no_onnx_graph_and_auto_keeps_fp32(tiny_model_dir, tmp_path, stsb_data_dir):
+    from sentcl.hardware import detect
+    from sentcl.model.int8_gate import choose_on_cpu
+    from sentcl.model.onnx import export_onnx
+
+    encoder = prompt_encoder(tiny_model_dir)
+    with pytest.raises(ConfigError, match="pooler 'prompt' reads each sentence in a template"):
+        export_onnx(encoder, tmp_path / "onnx")
+    assert not (tmp_path / "onnx").exists()
+    chosen, why = choose_on_cpu(encoder, detect(), stsb_data_dir)
+    assert chosen.pooler == "prompt" and why.startswith("fp32") and "template" in why

@@ -168,6 +168,7 @@ OBJECTIVES = {
     "esimcse": ({"name": "esimcse", "queue_size": 6}, {"n_views": 1}),
     # PromptBERT trains the prompt pooler
     "promptbert": ({"name": "promptbert"}, {"n_views": 1}, {}, "prompt"),
+    "promptbert+sup": ({"name": "promptbert", "supervised": True}, {"header": True}, {}, "nli", "prompt"),
 }
 
 
@@ -183,14 +184,15 @@ OBJECTIVES |= {
 def case_data(tmp_path, wiki_file, special: list, sentences: list[str]):
     """(the training file, the pooler) a case of OBJECTIVES needs: EASE's entity rows, NLI triplets for
     the pair rankers, the prompt pooler for PromptBERT, else the wiki sentences and mean pooling."""
-    if special == ["ease"]:
-        return ease_rows(tmp_path / "ease.tsv", sentences), "avg"
-    if special == ["nli"]:
+    pooler = "prompt" if "prompt" in special else "avg"
+    if "ease" in special:
+        return ease_rows(tmp_path / "ease.tsv", sentences), pooler
+    if "nli" in special:
         path, n = tmp_path / "nli.csv", len(sentences)
         rows = [f"{sentences[i]},{sentences[(i + 1) % n]},{sentences[(i + 5) % n]}" for i in range(n)]
         path.write_text("sent0,sent1,hard_neg\n" + "\n".join(rows) + "\n")
-        return path, "avg"
-    return wiki_file, "prompt" if special == ["prompt"] else "avg"
+        return path, pooler
+    return wiki_file, pooler
 
 
 def ease_rows(path, sentences):

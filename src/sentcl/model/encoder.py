@@ -120,6 +120,9 @@ class ModelConfig:
     keep_layers: list[int] = field(default_factory=list)
     #: pooler prompt: the template a sentence is read in (one [X], one [MASK]); "" = PromptBERT's default
     prompt_template: str = ""
+    #: pooler prompt: subtract the template's own [MASK] state when encoding (PromptBERT's template
+    #: denoising, as its supervised models are evaluated)
+    prompt_denoise: bool = False
     #: transformer, or static: a table of token vectors averaged (model/static.py), started from
     #: ``name_or_path`` (a static folder; or a transformer whose vocabulary is distilled, or whose tokenizer
     #: alone is used with random vectors)
@@ -145,6 +148,10 @@ class ModelConfig:
             if self.keep_layers:
                 raise ConfigError("keep_layers: a static model has no layers to keep")
         check_pooler(self.pooler)
+        if self.prompt_denoise and self.pooler != PROMPT:
+            raise ConfigError(
+                f"prompt_denoise: template denoising is the prompt pooler's, not {self.pooler!r}'s"
+            )
         try:
             check_prompts(self.prompts, "prompts")
         except PromptError as exc:
@@ -164,11 +171,14 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
         unpad: bool | None = None,
         modules: list[OutputModule] | None = None,
         prompt_template: str = "",
+        prompt_denoise: bool = False,
     ):
         super().__init__()
         check_pooler(pooler)
         #: pooler ``prompt``: the template the sentence is read in, and its ids (model/pooling.py)
         self.prompt_template = (prompt_template or DEFAULT_TEMPLATE) if pooler == PROMPT else ""
+        #: pooler ``prompt``: the template's own [MASK] state subtracted when encoding (template denoising)
+        self.prompt_denoise = bool(prompt_denoise) and pooler == PROMPT
         self.frame = template_frame(tokenizer, self.prompt_template) if pooler == PROMPT else None
         self._frames: dict[str, TemplateFrame] = {self.prompt_template: self.frame} if self.frame else {}
         if (pooler in WITH_MLP_HEAD) != (head is not None):
@@ -228,6 +238,7 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
             unpad=config.unpad,
             modules=modules,
             prompt_template=config.prompt_template,
+            prompt_denoise=config.prompt_denoise,
         )
         encoder.source = config.name_or_path
         encoder.prompts = check_prompts(config.prompts, "model.prompts") or saved_prompts(Path(resolved))
@@ -290,6 +301,7 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
             max_length=max_length,
             modules=modules,
             prompt_template=template,
+            prompt_denoise=bool((meta or {}).get("prompt_denoise")),
         )
         encoder.source = str(Path(name_or_path).resolve()) if Path(name_or_path).exists() else name_or_path
         encoder.prompts = saved_prompts(folder, meta)
@@ -307,13 +319,10 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
         self, input_ids, attention_mask, unpad: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor]:
         if self.frame is not None:  # PromptBERT: the state at [MASK] of the sentence in its template
-            wrapped, wrapped_mask, at = wrap_in_template(
-                input_ids, attention_mask, self.frame, self.tokenizer.pad_token_id or 0,
-                position_limit(self.backbone.config),
-            )  # fmt: skip
-            out = self.backbone(input_ids=wrapped, attention_mask=wrapped_mask)
-            rows = torch.arange(len(at), device=at.device)
-            return out.last_hidden_state[rows, at], out.last_hidden_state
+            states, lengths, last = self._prompt_pass(input_ids, attention_mask, self.prompt_template)
+            if self.prompt_denoise:
+                states = states - self.template_bias(self.prompt_template, lengths)
+            return states, last
         if self.ditto is not None:  # a padded pass: the attention weights are needed
             out = self.backbone(
                 input_ids=input_ids,
@@ -365,6 +374,10 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
     def prompt_states(self, input_ids, attention_mask, template: str) -> tuple[torch.Tensor, torch.Tensor]:
         """PromptBERT's training path: ([N, H] the last layer's state at [MASK] of each sentence spliced into
         ``template``, [N] each sentence's length in tokens without its special tokens)."""
+        return self._prompt_pass(input_ids, attention_mask, template)[:2]
+
+    def _prompt_pass(self, input_ids, attention_mask, template: str):
+        """(the [MASK] states [N, H], the sentences' lengths [N], the last layer's states [N, L', H])."""
         frame = self.template(template)
         wrapped, mask, at = wrap_in_template(
             input_ids,
@@ -375,7 +388,7 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
         )
         states = self.backbone(input_ids=wrapped, attention_mask=mask).last_hidden_state
         lengths = mask.sum(1) - frame.head - frame.tail - len(frame.prefix) - len(frame.suffix)
-        return states[torch.arange(len(at), device=at.device), at], lengths
+        return states[torch.arange(len(at), device=at.device), at], lengths, states
 
     def template_bias(self, template: str, lengths: torch.Tensor) -> torch.Tensor:
         """PromptBERT's template denoising: [N, H] the state at [MASK] of ``template`` with no sentence in it,
@@ -537,6 +550,7 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
                 "format_version": FORMAT_VERSION,
                 "pooler": self.pooler,
                 **({"prompt_template": self.prompt_template} if self.prompt_template else {}),
+                **({"prompt_denoise": True} if self.prompt_denoise else {}),
                 "mlp_only_train": bool(self.head is not None and self.head.train_only),
                 "max_seq_length": self.max_length,
                 "prompts": self.prompts,

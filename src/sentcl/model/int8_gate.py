@@ -34,7 +34,7 @@ from sentcl.extras import MissingExtraError, require
 from sentcl.hardware import Hardware, describe_machine
 from sentcl.hub_files import cache_dir
 from sentcl.model.backbone import ModelLoadError
-from sentcl.model.onnx import ONNX_FILE, OnnxEncoder, export_onnx
+from sentcl.model.onnx import ONNX_FILE, OnnxEncoder, export_onnx, onnx_refusal
 
 logger = logging.getLogger(__name__)
 
@@ -160,6 +160,9 @@ def choose_on_cpu(encoder, hardware: Hardware, data_dir: str | Path | None = Non
     recorded (or now measured) check passed, else ``encoder`` in fp32. The check runs once per model; the
     reason is logged once."""
     fp32 = encoder.with_dtype("fp32")
+    refusal = onnx_refusal(encoder)
+    if refusal is not None:
+        return fp32, _said(f"fp32: no native bf16, and int8 runs on an ONNX graph: {refusal}")
     try:
         runtime = require("onnxruntime", "onnx", "int8").__version__
         for module in ("onnx", "onnxscript"):

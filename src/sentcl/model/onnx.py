@@ -49,9 +49,19 @@ class _EmbeddingPath(torch.nn.Module):
         return self.encoder.encode_tokens(input_ids, attention_mask)
 
 
+def onnx_refusal(encoder) -> str | None:
+    """Why ``encoder``'s embedding path has no ONNX graph, or None where it has one."""
+    if getattr(encoder, "pooler", None) == "prompt":  # its splice into the template is a loop over rows
+        return "pooler 'prompt' reads each sentence in a template, which sentcl does not export to ONNX"
+    return None
+
+
 def export_onnx(encoder, folder: str | Path, int8: bool = False, overwrite: bool = False) -> Path:
     """Write ``encoder``'s embedding path to ``folder`` (atomically: a failed export leaves nothing; a folder
     sentcl did not write is replaced only with ``overwrite``)."""
+    reason = onnx_refusal(encoder)
+    if reason is not None:
+        raise ConfigError(f"{encoder.source}: {reason}")
     for module in ("onnx", "onnxscript"):  # the exporter needs both: one line naming the extra if missing
         require(module, "onnx", "ONNX export")
 

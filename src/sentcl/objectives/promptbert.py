@@ -1,4 +1,6 @@
-"""PromptBERT (Jiang et al., EMNLP 2022), unsupervised: two templates are the two views of a sentence.
+"""PromptBERT (Jiang et al., EMNLP 2022): the [MASK] state of a sentence in a template, trained contrastively.
+
+Unsupervised (``supervised: false``, one-sentence rows): two templates are the two views of a sentence.
 
 Each sentence is spliced into two templates (the encoder's own, ``model.prompt_template``, which is also how
 it is read when encoding, and ``second_template``); each view's vector is the last layer's state at [MASK]
@@ -10,32 +12,48 @@ then dropped, as SimCSE's ``mlp_only_train``) maps both; SimCSE's InfoNCE at τ 
     L = InfoNCE(z_1, z_2)
 
 Encoding reads the sentence with the encoder's template and no denoising, as the reference evaluates its
-unsupervised models. Needs ``model.pooler: prompt``. Defaults: the reference's unsupervised BERT pair of
+unsupervised models.
+
+Supervised (``supervised: true``, NLI rows: anchor, entailment[, contradiction]): every sentence in the
+encoder's template, each denoised, no MLP; SimCSE's supervised InfoNCE (the contradiction a hard negative of
+weight α) ties them:
+
+    h(s) = state_[MASK](template(s)) − state_[MASK](template(∅), positions + |s|)
+    L = InfoNCE(h(anchor), h(entailment); hard negative h(contradiction))
+
+and the model is read with the same denoising (``model.prompt_denoise: true``), as the reference evaluates its
+supervised models. Needs ``model.pooler: prompt``. Defaults: the reference's unsupervised BERT pair of
 templates (kongds/Prompt-BERT ``run.sh``, ``unsup-bert``); docs/methods/promptbert.md.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from sentcl.config import ConfigError
-from sentcl.objectives.base import ContrastiveConfig, Objective, ObjectiveOutput
-from sentcl.objectives.simcse import info_nce_loss
+from sentcl.objectives.base import Objective, ObjectiveOutput
+from sentcl.objectives.simcse import SimCSEConfig, info_nce_loss
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
-class PromptBERTConfig(ContrastiveConfig):
-    #: the second view's template (the first is the encoder's model.prompt_template)
+class PromptBERTConfig(SimCSEConfig):
+    #: the unsupervised setting's second template (the first is the encoder's model.prompt_template)
     second_template: str = 'This sentence : "[X]" means [MASK] .'
-    #: template denoising (the reference's --mask_embedding_sentence_delta)
+    #: template denoising in training (the reference's --mask_embedding_sentence_delta)
     denoise: bool = True
+    #: NLI rows (anchor, entailment[, contradiction]) in one template, no MLP; false: one-sentence rows in
+    #: two templates through an MLP
+    supervised: bool = False
 
 
 class PromptBERT(Objective):
-    """Unsupervised PromptBERT on one-sentence rows (see the module's docstring)."""
+    """PromptBERT, unsupervised on one-sentence rows or supervised on NLI rows (the module docstring)."""
 
     config: PromptBERTConfig
     matryoshka_refusal = "maps its views through an MLP of its own"
@@ -50,22 +68,57 @@ class PromptBERT(Objective):
                 "model.prompt_template, the first view's template)"
             )
         self.first_template = encoder.prompt_template
-        hidden = encoder.hidden_size
-        dense = nn.Linear(hidden, hidden)
-        nn.init.normal_(dense.weight, std=encoder.initializer_range)  # as BERT initialises its layers
-        nn.init.zeros_(dense.bias)
-        self.mlp = nn.Sequential(dense, nn.Tanh())  # SimCSE's MLP, used in training only
+        if self.config.supervised and self.config.denoise != encoder.prompt_denoise:
+            logger.warning(
+                "PromptBERT, supervised: trained %s template denoising but read %s it (model.prompt_denoise: "
+                "%s); the reference reads its supervised models as it trains them",
+                "with" if self.config.denoise else "without",
+                "with" if encoder.prompt_denoise else "without",
+                str(encoder.prompt_denoise).lower(),
+            )
+        self.mlp: nn.Module | None = None
+        if not self.config.supervised:  # SimCSE's MLP, used in training only
+            hidden = encoder.hidden_size
+            dense = nn.Linear(hidden, hidden)
+            nn.init.normal_(dense.weight, std=encoder.initializer_range)  # as BERT initialises its layers
+            nn.init.zeros_(dense.bias)
+            self.mlp = nn.Sequential(dense, nn.Tanh())
 
-    def view(self, input_ids, attention_mask, template: str) -> torch.Tensor:
+    def denoised(self, input_ids, attention_mask, template: str) -> torch.Tensor:
+        """[N, H] the [MASK] states of [N, L] sentences in ``template``, denoised where configured."""
         encoder = self.require_encoder()
         states, lengths = encoder.prompt_states(input_ids, attention_mask, template)
         if self.config.denoise:
             states = states - encoder.template_bias(template, lengths)
-        return self.mlp(states.float())
+        return states.float()
 
     def forward(self, batch) -> ObjectiveOutput:
-        ids, mask = batch.input_ids[:, 0], batch.attention_mask[:, 0]
-        first = self.view(ids, mask, self.first_template)
-        second = self.view(ids, mask, self.config.second_template)
-        loss = info_nce_loss(first, second, temperature=self.config.temperature)  # on cosines
+        ids, mask = batch.input_ids, batch.attention_mask
+        views = ids.shape[1]
+        c = self.config
+        if not c.supervised:
+            if views != 1:
+                raise ValueError(
+                    f"unsupervised PromptBERT reads one sentence per row (data.n_views: 1), got {views} "
+                    "views; for NLI rows set objective.supervised: true"
+                )
+            assert self.mlp is not None
+            first = self.mlp(self.denoised(ids[:, 0], mask[:, 0], self.first_template))
+            second = self.mlp(self.denoised(ids[:, 0], mask[:, 0], c.second_template))
+            loss = info_nce_loss(first, second, temperature=c.temperature)  # on cosines
+            return ObjectiveOutput(loss=loss, terms={"promptbert": loss.detach()})
+        if views not in (2, 3):
+            raise ValueError(
+                f"supervised PromptBERT reads (anchor, entailment[, contradiction]) rows, got {views} view(s)"
+            )
+        size, length = ids.shape[0], ids.shape[2]
+        flat = self.denoised(ids.reshape(-1, length), mask.reshape(-1, length), self.first_template)
+        h = flat.reshape(size, views, -1)  # one backbone pass over every sentence of the batch
+        loss = info_nce_loss(
+            h[:, 0],
+            h[:, 1],
+            h[:, 2] if views == 3 else None,
+            temperature=c.temperature,
+            hard_negative_weight=c.hard_negative_weight,
+        )
         return ObjectiveOutput(loss=loss, terms={"promptbert": loss.detach()})

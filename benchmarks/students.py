@@ -9,8 +9,10 @@ student, its learning rate the better on STS-B dev of 0.01 and 0.2), then measur
 STS-B dev (where models were chosen), STS-B train and paraphrase retrieval on STS-B train (nDCG@10,
 evaluation/retrieval.py; neither ever used for a choice), sentences/s encoding 10,000 wiki sentences (batch
 64, the median of 3 runs, the points alternating, a run at least 2 s of repeated passes), the weights' size
-on disk and the training wall time. Writes a
-markdown table, the JSON and a figure (sentences/s on a log axis against STS-B dev).
+on disk and the training wall time. Each student, and the sentence-transformers anchor at its chosen
+learning rate, is trained with every seed of ``--seeds``: the quality columns are mean ± std over them, the
+speed and size the first seed's model's. Writes a markdown table, the JSON and a figure (sentences/s on a
+log axis against STS-B dev).
 
     python benchmarks/students.py --out runs/bench/students.md --json runs/bench/students.json \\
         --figure docs/images/students_frontier.png
@@ -42,6 +44,11 @@ MIN_SECONDS = 2.0
 def train_student(name: str, output: Path, overrides: list[str]) -> float:
     """``sentcl train`` of the student's recipe into ``output``; the wall time (the teacher's table, cached in
     $SENTCL_CACHE after its first run, is part of the first student's time on a fresh machine)."""
+    sentences = ROOT / "runs" / "data" / "student_sentences.txt"  # the recipes' training sentences
+    if not sentences.is_file():
+        subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "student_sentences.py"), str(sentences)], check=True
+        )
     start = time.perf_counter()
     sentcl = Path(sys.executable).parent / "sentcl"
     command = [str(sentcl), "train", str(STUDENTS[name]), "--output", str(output), "--overwrite"]
@@ -66,7 +73,8 @@ def size_on_disk(folder: Path | None) -> int | None:
 
 
 def measure(points: dict[str, tuple], repeats: int) -> dict[str, dict]:
-    """Every point's scores and speed, in this process, the speed runs alternating."""
+    """Every point's scores (mean ± std over its seeds' models) and speed (its first model's), in this
+    process, the speed runs alternating."""
     from sentcl.evaluation import STSEvaluator
     from sentcl.evaluation.retrieval import RetrievalEvaluator
 
@@ -74,14 +82,19 @@ def measure(points: dict[str, tuple], repeats: int) -> dict[str, dict]:
     dev, train = STSEvaluator(data, "stsb-dev"), STSEvaluator(data, "stsb-train")
     retrieval = RetrievalEvaluator(data, split="train")
     sentences = wiki(20_000, ENCODE_SENTENCES)
-    models = {name: make() for name, (make, _, _) in points.items()}
+    models = {name: make() for name, (make, *_) in points.items()}
     rows = {}
     for name, model in models.items():
-        _, folder, seconds = points[name]
+        _, folder, seconds, *more = points[name]
+        scores = [score(model, dev, train, retrieval)] + [
+            score(make(), dev, train, retrieval) for make in (more or [[]])[0]
+        ]
         rows[name] = {
-            "stsb_dev": dev(model)["stsb_dev_spearman"],
-            "stsb_train": train.report(model).scores["STSBenchmark"].datasets["train"].spearman,
-            "retrieval_ndcg10": retrieval(model)[retrieval.primary],
+            **{key: statistics.mean(s[key] for s in scores) for key in scores[0]},
+            **{
+                f"{key}_std": statistics.stdev(s[key] for s in scores) for key in scores[0] if len(scores) > 1
+            },
+            "seeds": len(scores),
             "bytes": size_on_disk(folder),
             "train_seconds": seconds,
             "times": [],
@@ -99,22 +112,34 @@ def measure(points: dict[str, tuple], repeats: int) -> dict[str, dict]:
     return rows
 
 
+def score(model, dev, train, retrieval) -> dict[str, float]:
+    return {
+        "stsb_dev": dev(model)["stsb_dev_spearman"],
+        "stsb_train": train.report(model).scores["STSBenchmark"].datasets["train"].spearman,
+        "retrieval_ndcg10": retrieval(model)[retrieval.primary],
+    }
+
+
+def with_std(row: dict, key: str) -> str:
+    return f"{row[key]:.2f} ± {row[key + '_std']:.2f}" if key + "_std" in row else f"{row[key]:.2f}"
+
+
 def table(rows: dict[str, dict], machine: str) -> str:
     base = rows["teacher fp32"]["sentences_per_s"]
     lines = [
         f"Machine: {machine}; {time.strftime('%Y-%m-%d')}; `python benchmarks/students.py` (make bench).",
         "",
-        "| point | STS-B dev | STS-B train | retrieval nDCG@10 (STS-B train) | sentences/s | "
-        "× teacher fp32 | "
-        "weights on disk | training |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| point | seeds | STS-B dev | STS-B train | retrieval nDCG@10 (STS-B train) | sentences/s | "
+        "× teacher fp32 | weights on disk | training |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, row in rows.items():
         size = f"{row['bytes'] / 1e6:.1f} MB" if row["bytes"] else ""
         trained = f"{row['train_seconds']:.0f} s" if row["train_seconds"] else ""
         lines.append(
-            f"| {name} | {row['stsb_dev']:.2f} | {row['stsb_train']:.2f} | {row['retrieval_ndcg10']:.2f} | "
-            f"{row['sentences_per_s']:,.1f} | {row['sentences_per_s'] / base:.2f}× | {size} | {trained} |"
+            f"| {name} | {row['seeds']} | {with_std(row, 'stsb_dev')} | {with_std(row, 'stsb_train')} | "
+            f"{with_std(row, 'retrieval_ndcg10')} | {row['sentences_per_s']:,.1f} | "
+            f"{row['sentences_per_s'] / base:.2f}× | {size} | {trained} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -147,6 +172,7 @@ def main() -> int:
     parser.add_argument("--json", help="every measurement")
     parser.add_argument("--figure", help="the frontier as a PNG")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--seeds", default="42,43,44", help="the students' and the trained anchor's seeds")
     parser.add_argument("--quick", action="store_true", help="a few steps each: checks the harness only")
     args = parser.parse_args()
     from sentcl.hardware import describe_machine
@@ -156,7 +182,13 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     quick = ["training.max_steps=4", "training.eval_steps=2"] if args.quick else []
     steps = 4 if args.quick else 2000  # the static student's recipe: 2,000 steps of 256
-    seconds = {name: train_student(name, work / name, quick) for name in STUDENTS}
+    seeds = [int(seed) for seed in args.seeds.split(",")]
+    seconds = {
+        name: train_student(name, work / name, [*quick, f"training.seed={seeds[0]}"]) for name in STUDENTS
+    }
+    for name in STUDENTS:  # the other seeds: their scores join the first's (the time is the first's)
+        for seed in seeds[1:]:
+            train_student(name, work / f"{name}-seed-{seed}", [*quick, f"training.seed={seed}"])
     anchors: dict[str, dict] = {}
     if PEERS_PYTHON.exists():
         # model2vec's distill needs transformers < 5.4: the peers' environment; sentence-transformers' trainer
@@ -166,7 +198,20 @@ def main() -> int:
         tried = [peer(sys.executable, "mnrl", start, data, lr, str(steps), str(work / f"st-{lr}"))
                  for lr in ("0.01", "0.2")]  # fmt: skip
         anchors["st"] = max(tried, key=lambda result: result["stsb_dev"])
+        chosen = f"{anchors['st']['lr']:g}"
+        for seed in seeds[1:]:  # the chosen learning rate again with the other seeds
+            out = str(work / f"st-{chosen}-seed-{seed}")
+            peer(sys.executable, "mnrl", start, data, chosen, str(steps), out, str(seed))
     teacher = model_path()
+
+    def others(folder: str, dtype: str | None = None) -> list:
+        """Loaders of ``folder``'s other seeds' models (``folder-seed-N``), in ``dtype`` where given."""
+
+        def make(path: Path):
+            return lambda: for_inference(load_encoder(str(path)), dtype) if dtype else load_encoder(str(path))
+
+        return [make(work / f"{folder}-seed-{seed}") for seed in seeds[1:]]
+
     points: dict[str, tuple] = {
         "teacher fp32": (lambda: for_inference(SentenceEncoder.load(teacher), "fp32"), Path(teacher), None),
         "teacher, sentcl's default (auto)": (
@@ -175,14 +220,15 @@ def main() -> int:
         "teacher int8": (lambda: for_inference(SentenceEncoder.load(teacher), "int8"), None, None),
         "3-layer student fp32": (
             lambda: for_inference(load_encoder(str(work / "3-layer")), "fp32"), work / "3-layer" / "model",
-            seconds["3-layer"],
+            seconds["3-layer"], others("3-layer", "fp32"),
         ),
         "3-layer student (auto)": (
             lambda: for_inference(load_encoder(str(work / "3-layer")), "auto"), work / "3-layer" / "model",
-            seconds["3-layer"],
+            seconds["3-layer"], others("3-layer", "auto"),
         ),
         "static student (sentcl)": (
-            lambda: load_encoder(str(work / "static")), work / "static" / "model", seconds["static"]
+            lambda: load_encoder(str(work / "static")), work / "static" / "model", seconds["static"],
+            others("static"),
         ),
     }  # fmt: skip
     if anchors:
@@ -196,6 +242,7 @@ def main() -> int:
             lambda: load_encoder(str(best)),
             best,
             anchors["st"]["train_seconds"],
+            others(best.name),
         )
     rows = measure(points, args.repeats)
     text = table(rows, describe_machine())

@@ -56,14 +56,19 @@ def test_the_students_table_gives_each_point_its_ratio_to_the_teacher(bench):
         "retrieval_ndcg10": 90.0,
         "bytes": 31_300_000,
         "train_seconds": 80,
+        "seeds": 1,
     }
+    seeds = {"seeds": 3, "stsb_dev_std": 0.25, "stsb_train_std": 0.5, "retrieval_ndcg10_std": 0.125}
     rows = {
         "teacher fp32": row | {"sentences_per_s": 300.0, "train_seconds": None},
-        "static": row | {"sentences_per_s": 30_000.0},
+        "static": row | seeds | {"sentences_per_s": 30_000.0},
     }
     text = students.table(rows, "a machine")
-    assert "| static | 80.00 | 75.00 | 90.00 | 30,000.0 | 100.00× | 31.3 MB | 80 s |" in text
-    assert "| teacher fp32 | 80.00 | 75.00 | 90.00 | 300.0 | 1.00× | 31.3 MB |  |" in text
+    assert (
+        "| static | 3 | 80.00 ± 0.25 | 75.00 ± 0.50 | 90.00 ± 0.12 | 30,000.0 | 100.00× | 31.3 MB | 80 s |"
+        in text
+    )
+    assert "| teacher fp32 | 1 | 80.00 | 75.00 | 90.00 | 300.0 | 1.00× | 31.3 MB |  |" in text
 
 
 def test_the_students_group_is_a_section_or_one_line_with_its_error(bench, tmp_path, monkeypatch):

@@ -36,7 +36,7 @@ def distill(teacher: str, out: str) -> dict:
     return {"train_seconds": seconds}
 
 
-def mnrl(start_folder: str, data: str, lr: float, steps: int, out: str) -> dict:
+def mnrl(start_folder: str, data: str, lr: float, steps: int, out: str, seed: int = 42) -> dict:
     from datasets import Dataset
     from sentence_transformers import (
         SentenceTransformer,
@@ -62,7 +62,7 @@ def mnrl(start_folder: str, data: str, lr: float, steps: int, out: str) -> dict:
             warmup_ratio=0.05, eval_strategy="steps", eval_steps=every, save_strategy="steps",
             save_steps=every, save_total_limit=1, load_best_model_at_end=True,
             metric_for_best_model="eval_stsb-dev_spearman_cosine",
-            logging_steps=250, seed=42, report_to="none", use_cpu=True, dataloader_drop_last=True,
+            logging_steps=250, seed=seed, report_to="none", use_cpu=True, dataloader_drop_last=True,
         )  # fmt: skip
         started = time.perf_counter()
         loss = losses.MultipleNegativesRankingLoss(model)
@@ -79,8 +79,8 @@ def main() -> int:
     if kind == "distill":
         result = distill(*rest)
     elif kind == "mnrl":
-        start, data, lr, steps, out = rest
-        result = mnrl(start, data, float(lr), int(steps), out)
+        start, data, lr, steps, out, *seed = rest  # seed: 42 unless given
+        result = mnrl(start, data, float(lr), int(steps), out, int(seed[0]) if seed else 42)
     else:
         raise SystemExit(f"unknown anchor {kind!r}")
     print(json.dumps(result))

@@ -77,7 +77,7 @@ test-min: $(CHROMIUM) $(WORDNET)
 test: lint $(CHROMIUM) $(WORDNET)
 	$(BIN)/pytest --durations=25
 
-# sentcl against sentence-transformers on this machine (about 35 min on 2 cores, the students about 15 of them):
+# sentcl against sentence-transformers on this machine (about 50 min on 2 cores, the students about 30 of them):
 # docs/benchmarks.md and docs/students.md explain it.
 # PARTS=encode (or train, sts, sts7, profile, students, comma-separated) runs those groups only; a part that fails is a
 # row of the table with its error, and the rest still runs.

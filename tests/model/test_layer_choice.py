@@ -16,7 +16,9 @@ def test_every_subset_is_scored_as_its_student_starts_best_first(tmp_path, stsb_
     assert [score for score, _ in ranked] == sorted((score for score, _ in ranked), reverse=True)
     evaluate = STSEvaluator(stsb_data_dir, "stsb-dev")
     for score, layers in (ranked[0], ranked[-1]):  # the scores are those of the students themselves
-        student = SentenceEncoder.from_config(ModelConfig(str(teacher), pooler="avg", keep_layers=list(layers)))
+        student = SentenceEncoder.from_config(
+            ModelConfig(str(teacher), pooler="avg", keep_layers=list(layers))
+        )
         assert evaluate(student.eval())["stsb_dev_spearman"] == pytest.approx(score, abs=1e-6)
     assert len({score for score, _ in ranked}) > 1  # different layers, different starts
     with pytest.raises(ConfigError, match="keeps 1…4 of the model's 4 layers, not 5"):

@@ -24,8 +24,8 @@ from sentcl.model.encoder import ModelConfig, SentenceEncoder
 def rank_layer_subsets(
     name_or_path: str, size: int, data_dir: str | Path, pooler: str = "avg"
 ) -> list[tuple[float, tuple[int, ...]]]:
-    """[(STS-B dev Spearman ×100, kept layers)] for every ``size`` of the model's layers (in order), best first:
-    each the student ``model.keep_layers`` would start from, read with ``pooler``."""
+    """[(STS-B dev Spearman ×100, kept layers)] for every ``size`` of the model's layers (in order), best
+    first: each the student ``model.keep_layers`` would start from, read with ``pooler``."""
     encoder = SentenceEncoder.from_config(ModelConfig(name_or_path, pooler=pooler)).eval()
     body = getattr(encoder.backbone, "encoder", None)
     stack = getattr(body, "layer", None)

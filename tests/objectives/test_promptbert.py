@@ -118,8 +118,35 @@ def test_a_denoised_prompt_model_encodes_minus_the_template_and_keeps_it_when_sa
     saved = SentenceEncoder.load(str(encoder.save(tmp_path / "model")))
     assert saved.prompt_denoise
     torch.testing.assert_close(saved.encode(SENTENCES[:5], convert_to_tensor=True), got, atol=1e-5, rtol=1e-5)
-    with pytest.raises(ConfigError, match="prompt_denoise: template denoising is the prompt pooler's"):
-        ModelConfig(str(tiny_model_dir), pooler="avg", prompt_denoise=True).validate()
+    for key in ("prompt_denoise", "prompt_head"):
+        with pytest.raises(ConfigError, match=f"{key}: PromptBERT's, for the prompt pooler, not 'avg'"):
+            ModelConfig(str(tiny_model_dir), pooler="avg", **{key: True}).validate()
+
+
+def test_the_prompt_head_comes_before_the_subtraction_trains_and_is_kept(tiny_model_dir, tmp_path):
+    config = ModelConfig(
+        str(tiny_model_dir), pooler="prompt", prompt_template=FIRST, prompt_denoise=True, prompt_head=True
+    )
+    encoder = SentenceEncoder.from_config(config).eval()
+    head = encoder.prompt_head
+    assert head is not None
+    batch = batch_of(encoder, SENTENCES[:5], views=1)
+    with torch.no_grad():
+        states, lengths = encoder.prompt_states(batch.input_ids[:, 0], batch.attention_mask[:, 0], FIRST)
+        expected = head(states) - head(encoder.template_bias(FIRST, lengths))  # f(h) − f(δ), not f(h − δ)
+    got = encoder.encode(SENTENCES[:5], convert_to_tensor=True)
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+    # the supervised objective trains it: its loss reaches the head's weights
+    objective = PromptBERT(PromptBERTConfig(supervised=True), encoder.train())
+    objective(batch_of(encoder, SENTENCES[:4], views=3)).loss.backward()
+    assert head.dense.weight.grad is not None and head.dense.weight.grad.abs().sum() > 0
+    encoder.eval()
+    saved = SentenceEncoder.load(str(encoder.save(tmp_path / "model")))
+    assert (tmp_path / "model" / "sentcl_prompt_head.safetensors").is_file() and saved.prompt_head is not None
+    torch.testing.assert_close(saved.encode(SENTENCES[:5], convert_to_tensor=True), got, atol=1e-5, rtol=1e-5)
+    (tmp_path / "model" / "sentcl_prompt_head.safetensors").write_bytes(b"not safetensors")
+    with pytest.raises(Exception, match="prompt head cannot be read"):
+        SentenceEncoder.load(str(tmp_path / "model"))
 
 
 def test_a_prompt_model_has_no_onnx_graph_and_auto_keeps_fp32(tiny_model_dir, tmp_path, stsb_data_dir):

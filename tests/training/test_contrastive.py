@@ -168,7 +168,14 @@ OBJECTIVES = {
     "esimcse": ({"name": "esimcse", "queue_size": 6}, {"n_views": 1}),
     # PromptBERT trains the prompt pooler
     "promptbert": ({"name": "promptbert"}, {"n_views": 1}, {}, "prompt"),
-    "promptbert+sup": ({"name": "promptbert", "supervised": True}, {"header": True}, {}, "nli", "prompt"),
+    "promptbert+sup": (
+        {"name": "promptbert", "supervised": True},
+        {"header": True},
+        {},
+        "nli",
+        "prompt",
+        "prompt_head",
+    ),
 }
 
 
@@ -213,6 +220,8 @@ def test_every_objective_trains_checkpoints_and_resumes_exactly(
     objective, data, *extra = OBJECTIVES[method]
     wiki_file, pooler = case_data(tmp_path, wiki_file, extra[1:], SENTENCES * 2)
     model = {"name_or_path": str(tiny_model_dir), "pooler": pooler}
+    if "prompt_head" in extra[1:]:  # supervised PromptBERT as its recipe reads it: the head, denoised
+        model |= {"prompt_head": True, "prompt_denoise": True}
     if objective.get("teacher") == "TEACHER":
         objective = objective | {"teacher": str(tiny_model_dir)}
         monkeypatch.setenv("SENTCL_CACHE", str(tmp_path / "cache"))  # the teacher's table is cached there

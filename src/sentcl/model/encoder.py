@@ -46,7 +46,7 @@ from sentcl.model.backbone import (
     resolve_model_path,
 )
 from sentcl.model.dropout import use_fast_dropout
-from sentcl.model.heads import MLPHead, build_mlm_head
+from sentcl.model.heads import MLPHead, PromptHead, build_mlm_head
 from sentcl.model.modules import (
     Chain,
     Dense,
@@ -83,6 +83,7 @@ logger = logging.getLogger(__name__)
 
 SENTCL_META = "sentcl.json"
 HEAD_WEIGHTS = "sentcl_head.safetensors"
+PROMPT_HEAD_WEIGHTS = "sentcl_prompt_head.safetensors"
 FORMAT_VERSION = 1
 #: Encoding truncates at this many tokens unless the model says less (SimCSE's evaluation truncates
 #: nothing; 512 is BERT's limit).
@@ -123,6 +124,9 @@ class ModelConfig:
     #: pooler prompt: subtract the template's own [MASK] state when encoding (PromptBERT's template
     #: denoising, as its supervised models are evaluated)
     prompt_denoise: bool = False
+    #: pooler prompt: supervised PromptBERT's head over the [MASK] state (dense, activation, LayerNorm),
+    #: trained and kept when encoding, applied before the denoising subtraction
+    prompt_head: bool = False
     #: transformer, or static: a table of token vectors averaged (model/static.py), started from
     #: ``name_or_path`` (a static folder; or a transformer whose vocabulary is distilled, or whose tokenizer
     #: alone is used with random vectors)
@@ -148,10 +152,9 @@ class ModelConfig:
             if self.keep_layers:
                 raise ConfigError("keep_layers: a static model has no layers to keep")
         check_pooler(self.pooler)
-        if self.prompt_denoise and self.pooler != PROMPT:
-            raise ConfigError(
-                f"prompt_denoise: template denoising is the prompt pooler's, not {self.pooler!r}'s"
-            )
+        for key in ("prompt_denoise", "prompt_head"):
+            if getattr(self, key) and self.pooler != PROMPT:
+                raise ConfigError(f"{key}: PromptBERT's, for the prompt pooler, not {self.pooler!r}")
         try:
             check_prompts(self.prompts, "prompts")
         except PromptError as exc:
@@ -172,6 +175,7 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
         modules: list[OutputModule] | None = None,
         prompt_template: str = "",
         prompt_denoise: bool = False,
+        prompt_head: PromptHead | None = None,
     ):
         super().__init__()
         check_pooler(pooler)
@@ -179,6 +183,8 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
         self.prompt_template = (prompt_template or DEFAULT_TEMPLATE) if pooler == PROMPT else ""
         #: pooler ``prompt``: the template's own [MASK] state subtracted when encoding (template denoising)
         self.prompt_denoise = bool(prompt_denoise) and pooler == PROMPT
+        #: pooler ``prompt``: supervised PromptBERT's head over the [MASK] state, or None
+        self.prompt_head = prompt_head if pooler == PROMPT else None
         self.frame = template_frame(tokenizer, self.prompt_template) if pooler == PROMPT else None
         self._frames: dict[str, TemplateFrame] = {self.prompt_template: self.frame} if self.frame else {}
         if (pooler in WITH_MLP_HEAD) != (head is not None):
@@ -239,6 +245,7 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
             modules=modules,
             prompt_template=config.prompt_template,
             prompt_denoise=config.prompt_denoise,
+            prompt_head=PromptHead(backbone.config, _init_std(backbone)) if config.prompt_head else None,
         )
         encoder.source = config.name_or_path
         encoder.prompts = check_prompts(config.prompts, "model.prompts") or saved_prompts(Path(resolved))
@@ -302,6 +309,9 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
             modules=modules,
             prompt_template=template,
             prompt_denoise=bool((meta or {}).get("prompt_denoise")),
+            prompt_head=_saved_prompt_head(folder, backbone, name_or_path)
+            if (meta or {}).get("prompt_head")
+            else None,
         )
         encoder.source = str(Path(name_or_path).resolve()) if Path(name_or_path).exists() else name_or_path
         encoder.prompts = saved_prompts(folder, meta)
@@ -320,9 +330,7 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         if self.frame is not None:  # PromptBERT: the state at [MASK] of the sentence in its template
             states, lengths, last = self._prompt_pass(input_ids, attention_mask, self.prompt_template)
-            if self.prompt_denoise:
-                states = states - self.template_bias(self.prompt_template, lengths)
-            return states, last
+            return self._prompt_vectors(states, lengths, self.prompt_template, self.prompt_denoise), last
         if self.ditto is not None:  # a padded pass: the attention weights are needed
             out = self.backbone(
                 input_ids=input_ids,
@@ -375,6 +383,20 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
         """PromptBERT's training path: ([N, H] the last layer's state at [MASK] of each sentence spliced into
         ``template``, [N] each sentence's length in tokens without its special tokens)."""
         return self._prompt_pass(input_ids, attention_mask, template)[:2]
+
+    def prompt_vectors(self, input_ids, attention_mask, template: str, denoise: bool) -> torch.Tensor:
+        """PromptBERT's representation on the training path: [N, H] the [MASK] states of [N, L] sentences in
+        ``template``, through the prompt head where the model has one, the template's own state (through
+        the same head) subtracted where ``denoise``."""
+        states, lengths, _ = self._prompt_pass(input_ids, attention_mask, template)
+        return self._prompt_vectors(states, lengths, template, denoise)
+
+    def _prompt_vectors(self, states, lengths, template: str, denoise: bool) -> torch.Tensor:
+        head = self.prompt_head if self.prompt_head is not None else nn.Identity()
+        states = head(states)
+        if denoise:
+            states = states - head(self.template_bias(template, lengths))
+        return states
 
     def _prompt_pass(self, input_ids, attention_mask, template: str):
         """(the [MASK] states [N, H], the sentences' lengths [N], the last layer's states [N, L', H])."""
@@ -531,6 +553,11 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
             if self.head is not None:
                 state = {k: v.detach().to("cpu").contiguous() for k, v in self.head.state_dict().items()}
                 save_file(state, str(tmp / HEAD_WEIGHTS))
+            if self.prompt_head is not None:
+                state = {
+                    k: v.detach().to("cpu").contiguous() for k, v in self.prompt_head.state_dict().items()
+                }
+                save_file(state, str(tmp / PROMPT_HEAD_WEIGHTS))
             first = 3 if self.head is not None and self.head.used_when_encoding() else 2
             rows = write_modules(tmp, self.output_modules, first)
             if reason is None:
@@ -551,6 +578,7 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
                 "pooler": self.pooler,
                 **({"prompt_template": self.prompt_template} if self.prompt_template else {}),
                 **({"prompt_denoise": True} if self.prompt_denoise else {}),
+                **({"prompt_head": True} if self.prompt_head is not None else {}),
                 "mlp_only_train": bool(self.head is not None and self.head.train_only),
                 "max_seq_length": self.max_length,
                 "prompts": self.prompts,
@@ -560,6 +588,25 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
             }
             (tmp / SENTCL_META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
         return path
+
+
+def _init_std(backbone) -> float:
+    return float(getattr(backbone.config, "initializer_range", 0.02))
+
+
+def _saved_prompt_head(folder: Path, backbone, name_or_path: str) -> PromptHead:
+    """The prompt head saved beside a supervised PromptBERT model, checked."""
+    path = folder / PROMPT_HEAD_WEIGHTS
+    head = PromptHead(backbone.config)
+    try:
+        head.load_state_dict(load_file(str(path)))
+    except (SafetensorError, RuntimeError, OSError) as exc:
+        raise ModelLoadError(
+            f"{path}: {name_or_path}'s prompt head cannot be read ({_one_line(exc)})"
+        ) from None
+    if not all(torch.isfinite(value).all() for value in head.state_dict().values()):
+        raise ModelLoadError(f"{path}: the prompt head holds NaN or infinite values")
+    return head
 
 
 def _one_line(exc: BaseException) -> str:

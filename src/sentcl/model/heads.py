@@ -1,4 +1,5 @@
-"""Heads over the backbone: the MLP head SimCSE puts over the [CLS] vector (Linear(H, H) + tanh), and
+"""Heads over the backbone: the MLP head SimCSE puts over the [CLS] vector (Linear(H, H) + tanh), the head
+supervised PromptBERT puts over the [MASK] state (Linear(H, H), the backbone's activation, LayerNorm), and
 the masked-LM head that MLM terms and pre-training predict tokens with.
 
 ``train_only`` is SimCSE's ``mlp_only_train``: the head shapes the training objective but encoding
@@ -13,6 +14,7 @@ from typing import cast
 import torch
 from torch import nn
 from transformers import AutoModelForMaskedLM, PreTrainedModel
+from transformers.activations import ACT2FN
 
 from sentcl.model.backbone import ModelLoadError, resolve_model_path
 
@@ -34,6 +36,25 @@ class MLPHead(nn.Module):
 
     def used_when_encoding(self) -> bool:
         return not self.train_only
+
+
+class PromptHead(nn.Module):
+    """Supervised PromptBERT's head (the reference's ``--mask_embedding_sentence_org_mlp``: BERT's
+    prediction-head transform, freshly initialised): dense, the backbone's activation, LayerNorm. Applied to
+    the [MASK] state and to the template's own state before one is subtracted from the other; kept when
+    encoding."""
+
+    def __init__(self, config, init_std: float = 0.02):
+        super().__init__()
+        hidden = int(config.hidden_size)
+        self.dense = nn.Linear(hidden, hidden)
+        self.activation = ACT2FN[getattr(config, "hidden_act", "gelu")]
+        self.norm = nn.LayerNorm(hidden, eps=float(getattr(config, "layer_norm_eps", 1e-12)))
+        nn.init.normal_(self.dense.weight, mean=0.0, std=init_std)  # BERT's _init_weights
+        nn.init.zeros_(self.dense.bias)
+
+    def forward(self, states: torch.Tensor) -> torch.Tensor:
+        return self.norm(self.activation(self.dense(states)))
 
 
 def split_mlm_model(full: PreTrainedModel, source: str) -> tuple[PreTrainedModel, nn.Module]:

@@ -15,10 +15,11 @@ Encoding reads the sentence with the encoder's template and no denoising, as the
 unsupervised models.
 
 Supervised (``supervised: true``, NLI rows: anchor, entailment[, contradiction]): every sentence in the
-encoder's template, each denoised, no MLP; SimCSE's supervised InfoNCE (the contradiction a hard negative of
-weight α) ties them:
+encoder's template, each denoised, no MLP of the objective's own (the encoder's prompt head f where it has
+one, ``model.prompt_head``, the reference's; else the identity); SimCSE's supervised InfoNCE (the
+contradiction a hard negative of weight α) ties them:
 
-    h(s) = state_[MASK](template(s)) − state_[MASK](template(∅), positions + |s|)
+    h(s) = f(state_[MASK](template(s))) − f(state_[MASK](template(∅), positions + |s|))
     L = InfoNCE(h(anchor), h(entailment); hard negative h(contradiction))
 
 and the model is read with the same denoising (``model.prompt_denoise: true``), as the reference evaluates its
@@ -87,10 +88,7 @@ class PromptBERT(Objective):
     def denoised(self, input_ids, attention_mask, template: str) -> torch.Tensor:
         """[N, H] the [MASK] states of [N, L] sentences in ``template``, denoised where configured."""
         encoder = self.require_encoder()
-        states, lengths = encoder.prompt_states(input_ids, attention_mask, template)
-        if self.config.denoise:
-            states = states - encoder.template_bias(template, lengths)
-        return states.float()
+        return encoder.prompt_vectors(input_ids, attention_mask, template, self.config.denoise).float()
 
     def forward(self, batch) -> ObjectiveOutput:
         ids, mask = batch.input_ids, batch.attention_mask

@@ -280,13 +280,10 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
                     f"{name_or_path}: pooler 'cls' needs the MLP head, but the model was saved without one; "
                     f"use 'cls_before_pooler' for the raw [CLS] vector"
                 )
-            head = MLPHead(backbone.config.hidden_size, train_only=bool(meta and meta.get("mlp_only_train")))
-            try:
-                head.load_state_dict(load_file(str(head_file)))
-            except (SafetensorError, RuntimeError, OSError) as exc:
-                raise ModelLoadError(f"{head_file}: the MLP head cannot be read ({_one_line(exc)})") from None
-            if not all(torch.isfinite(value).all() for value in head.state_dict().values()):
-                raise ModelLoadError(f"{head_file}: the MLP head holds NaN or infinite values")
+            train_only = bool(meta and meta.get("mlp_only_train"))
+            head = _load_head(
+                MLPHead(backbone.config.hidden_size, train_only=train_only), head_file, "the MLP head"
+            )
         try:
             max_length = (meta or {}).get("max_seq_length") or _saved_max_length(resolved)
         except (ValueError, TypeError) as exc:
@@ -309,7 +306,9 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
             modules=modules,
             prompt_template=template,
             prompt_denoise=bool((meta or {}).get("prompt_denoise")),
-            prompt_head=_saved_prompt_head(folder, backbone, name_or_path)
+            prompt_head=_load_head(
+                PromptHead(backbone.config), folder / PROMPT_HEAD_WEIGHTS, "the prompt head"
+            )
             if (meta or {}).get("prompt_head")
             else None,
         )
@@ -594,18 +593,15 @@ def _init_std(backbone) -> float:
     return float(getattr(backbone.config, "initializer_range", 0.02))
 
 
-def _saved_prompt_head(folder: Path, backbone, name_or_path: str) -> PromptHead:
-    """The prompt head saved beside a supervised PromptBERT model, checked."""
-    path = folder / PROMPT_HEAD_WEIGHTS
-    head = PromptHead(backbone.config)
+def _load_head(head: nn.Module, path: Path, what: str):
+    """``head`` with the weights saved at ``path``; one ModelLoadError naming the file if they cannot be read
+    or are not finite."""
     try:
         head.load_state_dict(load_file(str(path)))
     except (SafetensorError, RuntimeError, OSError) as exc:
-        raise ModelLoadError(
-            f"{path}: {name_or_path}'s prompt head cannot be read ({_one_line(exc)})"
-        ) from None
+        raise ModelLoadError(f"{path}: {what} cannot be read ({_one_line(exc)})") from None
     if not all(torch.isfinite(value).all() for value in head.state_dict().values()):
-        raise ModelLoadError(f"{path}: the prompt head holds NaN or infinite values")
+        raise ModelLoadError(f"{path}: {what} holds NaN or infinite values")
     return head
 
 

@@ -44,11 +44,6 @@ MIN_SECONDS = 2.0
 def train_student(name: str, output: Path, overrides: list[str]) -> float:
     """``sentcl train`` of the student's recipe into ``output``; the wall time (the teacher's table, cached in
     $SENTCL_CACHE after its first run, is part of the first student's time on a fresh machine)."""
-    sentences = ROOT / "runs" / "data" / "student_sentences.txt"  # the recipes' training sentences
-    if not sentences.is_file():
-        subprocess.run(
-            [sys.executable, str(ROOT / "scripts" / "student_sentences.py"), str(sentences)], check=True
-        )
     start = time.perf_counter()
     sentcl = Path(sys.executable).parent / "sentcl"
     command = [str(sentcl), "train", str(STUDENTS[name]), "--output", str(output), "--overwrite"]
@@ -85,9 +80,10 @@ def measure(points: dict[str, tuple], repeats: int) -> dict[str, dict]:
     models = {name: make() for name, (make, *_) in points.items()}
     rows = {}
     for name, model in models.items():
-        _, folder, seconds, *more = points[name]
+        _, folder, seconds, *more = points[name]  # more: the other seeds' loaders, where trained
+        others = more[0] if more else []
         scores = [score(model, dev, train, retrieval)] + [
-            score(make(), dev, train, retrieval) for make in (more or [[]])[0]
+            score(make(), dev, train, retrieval) for make in others
         ]
         rows[name] = {
             **{key: statistics.mean(s[key] for s in scores) for key in scores[0]},
@@ -183,6 +179,11 @@ def main() -> int:
     quick = ["training.max_steps=4", "training.eval_steps=2"] if args.quick else []
     steps = 4 if args.quick else 2000  # the static student's recipe: 2,000 steps of 256
     seeds = [int(seed) for seed in args.seeds.split(",")]
+    sentences = ROOT / "runs" / "data" / "student_sentences.txt"  # the recipes' training sentences
+    if not sentences.is_file():
+        subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "student_sentences.py"), str(sentences)], check=True
+        )
     seconds = {
         name: train_student(name, work / name, [*quick, f"training.seed={seeds[0]}"]) for name in STUDENTS
     }

@@ -187,6 +187,7 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
         self.prompt_head = prompt_head if pooler == PROMPT else None
         self.frame = template_frame(tokenizer, self.prompt_template) if pooler == PROMPT else None
         self._frames: dict[str, TemplateFrame] = {self.prompt_template: self.frame} if self.frame else {}
+        self._specials: tuple[list[int], list[int]] | None = None
         if (pooler in WITH_MLP_HEAD) != (head is not None):
             raise ValueError(
                 f"pooler {pooler!r} {'needs' if pooler in WITH_MLP_HEAD else 'takes no'} MLP head"
@@ -416,7 +417,9 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
         its positions after the sentence's place shifted by each length, so that [MASK] sits where it sits
         with a sentence of that length (one pass over the distinct lengths)."""
         frame = self.template(template)
-        before, after = special_frame(self.tokenizer)
+        if self._specials is None:  # the tokenizer's special ids around a sentence, read once
+            self._specials = special_frame(self.tokenizer)
+        before, after = self._specials
         ids = before + list(frame.prefix) + list(frame.suffix) + after
         distinct, index = torch.unique(lengths, return_inverse=True)
         device = self.device
@@ -549,14 +552,10 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
         with atomic_folder(path, "model", overwrite) as tmp:
             self.backbone.save_pretrained(str(tmp))
             self.tokenizer.save_pretrained(str(tmp))
-            if self.head is not None:
-                state = {k: v.detach().to("cpu").contiguous() for k, v in self.head.state_dict().items()}
-                save_file(state, str(tmp / HEAD_WEIGHTS))
-            if self.prompt_head is not None:
-                state = {
-                    k: v.detach().to("cpu").contiguous() for k, v in self.prompt_head.state_dict().items()
-                }
-                save_file(state, str(tmp / PROMPT_HEAD_WEIGHTS))
+            for head, name in ((self.head, HEAD_WEIGHTS), (self.prompt_head, PROMPT_HEAD_WEIGHTS)):
+                if head is not None:
+                    state = {k: v.detach().to("cpu").contiguous() for k, v in head.state_dict().items()}
+                    save_file(state, str(tmp / name))
             first = 3 if self.head is not None and self.head.used_when_encoding() else 2
             rows = write_modules(tmp, self.output_modules, first)
             if reason is None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -39,6 +40,9 @@ BATCH = 64
 #: one timed run of a point lasts at least this long (passes over the 10k sentences repeated): a single
 #: 0.3 s pass of a static model is at the mercy of one hiccup of a shared machine
 MIN_SECONDS = 2.0
+#: what tokenises in sentence-transformers' StaticEmbedding (sentcl's static models read the ids from tokie
+#: where tokie gives the same, src/sentcl/model/token_ids.py)
+ST_TOKENIZERS = "Hugging Face tokenizers"
 
 
 def train_student(name: str, output: Path, overrides: list[str]) -> float:
@@ -67,9 +71,13 @@ def size_on_disk(folder: Path | None) -> int | None:
     return sum(path.stat().st_size for path in folder.rglob("*") if path.suffix in (".safetensors", ".onnx"))
 
 
-def measure(points: dict[str, tuple], repeats: int) -> dict[str, dict]:
+def measure(points: dict[str, tuple], repeats: int, speed_only: dict | None = None) -> dict[str, dict]:
     """Every point's scores (mean ± std over its seeds' models) and speed (its first model's), in this
-    process, the speed runs alternating."""
+    process, the speed runs alternating; ``speed_only``: name → (loader, the point whose model it is), a
+    model timed in another library's encode, its scores that point's. Every tokenizer may use both cores
+    (``TOKENIZERS_PARALLELISM``, which ``make`` turns off, is on here): a static model's speed is its
+    tokenizer's."""
+    os.environ["TOKENIZERS_PARALLELISM"] = "true"
     from sentcl.evaluation import STSEvaluator
     from sentcl.evaluation.retrieval import RetrievalEvaluator
 
@@ -96,6 +104,10 @@ def measure(points: dict[str, tuple], repeats: int) -> dict[str, dict]:
             "times": [],
         }
         model.encode(sentences[:256], batch_size=BATCH)  # warm-up
+    for name, (make, same) in (speed_only or {}).items():
+        models[name] = make()
+        rows[name] = {**rows[same], "times": [], "speed_only": same}
+        models[name].encode(sentences[:256], batch_size=BATCH)
     for _ in range(repeats):
         for name, model in models.items():
             start, passes = time.perf_counter(), 0
@@ -232,6 +244,7 @@ def main() -> int:
             others("static"),
         ),
     }  # fmt: skip
+    speed_only: dict[str, tuple] = {}
     if anchors:
         points["model2vec distill (anchor)"] = (
             lambda: load_encoder(str(work / "model2vec")),
@@ -239,13 +252,21 @@ def main() -> int:
             anchors["model2vec"]["train_seconds"],
         )
         best = work / f"st-{anchors['st']['lr']:g}"
-        points[f"sentence-transformers static, MNRL on NLI, lr {anchors['st']['lr']:g} (anchor)"] = (
+        st_name = f"sentence-transformers static, MNRL on NLI, lr {anchors['st']['lr']:g} (anchor)"
+        points[st_name] = (
             lambda: load_encoder(str(best)),
             best,
             anchors["st"]["train_seconds"],
             others(best.name),
         )
-    rows = measure(points, args.repeats)
+
+        def st_own():
+            from sentence_transformers import SentenceTransformer
+
+            return SentenceTransformer(str(best), device="cpu")
+
+        speed_only[f"the same, in sentence-transformers' own encode ({ST_TOKENIZERS})"] = (st_own, st_name)
+    rows = measure(points, args.repeats, speed_only)
     text = table(rows, describe_machine())
     print(text)
     if args.out:

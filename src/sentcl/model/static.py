@@ -2,7 +2,8 @@
 
 The same model as sentence-transformers' ``StaticEmbedding`` and model2vec: the tokenizer's ids without its
 special tokens, looked up in a table [V, D] and averaged (an ``EmbeddingBag`` in mean mode); how much a token
-counts is in its row's length. No attention, no layers: on a CPU it encodes at the speed of tokenisation.
+counts is in its row's length. No attention, no layers: on a CPU it encodes at the speed of tokenisation,
+so ``encode`` takes the ids from tokie where tokie is checked to give the tokenizer's own (token_ids.py).
 
 * **Start** (``vocabulary_distillation``, model2vec's recipe, Tulkens & van Dongen 2024): every token of the
   teacher's vocabulary through the teacher on its own (``[CLS] token [SEP]``, the teacher's pooler), PCA to
@@ -21,7 +22,6 @@ counts is in its row's length. No attention, no layers: on a CPU it encodes at t
 from __future__ import annotations
 
 import copy
-import itertools
 import json
 import logging
 import re
@@ -50,14 +50,16 @@ from sentcl.model.backbone import (
     static_module_dir,
 )
 from sentcl.model.pooling import special_frame
+from sentcl.model.token_ids import TokieIds
 
 logger = logging.getLogger(__name__)
 
 MODULE_TYPE = "sentence_transformers.models.StaticEmbedding"
 FORMAT_VERSION = 1
-#: the fewest texts ``encode`` tokenises at once (2 cores, 10k wiki sentences: 17.5k/s in chunks of 64,
-#: 32.9k/s in chunks of 4,096)
-CHUNK = 4096
+#: the fewest texts ``encode`` tokenises at once (2-core AMX Xeon, 10k wiki sentences, with tokie: 88k/s in
+#: chunks of 64, 174-183k/s of 1,024, 241-261k/s of 4,096, 293-304k/s of 10,000; tokenizers alone: 17.5k/s
+#: of 64, 32.9k/s of 4,096)
+CHUNK = 8192
 #: tokens model2vec leaves out of the vocabulary (BERT's placeholders); they get zero rows
 UNUSED = re.compile(r"\[unused\d+\]")
 
@@ -79,6 +81,7 @@ class StaticEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
         self.fast = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
         self.fast.no_padding()
         self.fast.no_truncation()
+        self.token_ids = TokieIds.for_tokenizer(self.fast)  # the same ids, from tokie where checked equal
         self.register_buffer(
             "special", torch.tensor(sorted(set(tokenizer.all_special_ids)), dtype=torch.long)
         )
@@ -258,24 +261,18 @@ class StaticEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
     def _embed(self, sentences: list[str], batch_size: int, show_progress: bool | None) -> np.ndarray:
         """Texts → float32 [N, D], as sentence-transformers' StaticEmbedding computes them: the ids without
         special tokens, no length limit, one EmbeddingBag call per chunk. The vectors do not depend on
-        the batch, so chunks are at least ``CHUNK`` texts: the Rust tokenizer, the cost here, takes many
-        at once."""
+        the batch, so chunks are at least ``CHUNK`` texts: the tokenizer, the cost here, takes many at
+        once."""
         out = np.empty((len(sentences), self.dimension), dtype=np.float32)
         size = max(batch_size, CHUNK)
-        encode = getattr(self.fast, "encode_batch_fast", self.fast.encode_batch)  # fast: no offsets kept
         with torch.inference_mode():
             for start in tqdm(range(0, len(sentences), size), desc="Batches", disable=not show_progress):
-                chunk = sentences[start : start + size]
-                ids = [encoding.ids for encoding in encode(chunk, add_special_tokens=False)]
-                lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-                flat = np.fromiter(
-                    itertools.chain.from_iterable(ids), dtype=np.int64, count=int(lengths.sum())
-                )
+                order, flat, lengths = self.token_ids(sentences[start : start + size])
                 offsets = np.concatenate([[0], np.cumsum(lengths[:-1])]).astype(np.int64)
                 vectors = self.embedding(
                     torch.from_numpy(flat).to(self.device), torch.from_numpy(offsets).to(self.device)
                 )
-                out[start : start + len(chunk)] = vectors.float().cpu().numpy()
+                out[start + order] = vectors.float().cpu().numpy()
         return require_finite(out, sentences, self.source)
 
     # ------------------------------------------------------------------ saving

@@ -158,11 +158,12 @@ def figure(rows: dict[str, dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for name, row in rows.items():
-        ax.scatter(row["sentences_per_s"], row["stsb_dev"], s=40)
-        ax.annotate(name, (row["sentences_per_s"], row["stsb_dev"]), fontsize=8, xytext=(4, 3),
-                    textcoords="offset points")  # fmt: skip
+    fig, ax = plt.subplots(figsize=(11, 5))
+    markers = "osD^vP*Xph"
+    for index, (name, row) in enumerate(rows.items()):  # a legend, not labels: the points crowd
+        ax.scatter(row["sentences_per_s"], row["stsb_dev"], s=50, marker=markers[index % len(markers)],
+                   label=f"{name}: {row['sentences_per_s']:,.0f}/s, {row['stsb_dev']:.2f}")  # fmt: skip
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False)
     ax.set_xscale("log")
     ax.set_xlabel("sentences/s encoding 10k wiki sentences (log)")
     ax.set_ylabel("STS-B dev Spearman ×100")

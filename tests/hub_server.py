@@ -1,5 +1,6 @@
 """A local server on 127.0.0.1 that plays the Hugging Face hub for ``hf_hub_download`` (``HF_ENDPOINT``):
-``HEAD``/``GET /datasets/<owner>/<name>/resolve/<revision>/<file>`` with the headers the hub sends (the
+``HEAD``/``GET /datasets/<owner>/<name>/resolve/<revision>/<file>`` (and a model's, without ``/datasets``;
+``files`` keys do not say which) with the headers the hub sends (the
 commit, the file's sha256 as ETag, its size). ``corrupt`` names files served with one byte changed but
 the true hash announced, as a download damaged on the way would arrive.
 
@@ -47,10 +48,14 @@ class FakeHub:
             def _answer(self, body: bool) -> None:
                 hub.requests.append((self.command, self.path))
                 parts = self.path.split("?")[0].strip("/").split("/")
-                # datasets / owner / name / resolve / revision / file…
-                key = "/".join(parts[1:3] + parts[5:]) if len(parts) > 5 and parts[0] == "datasets" else ""
+                # datasets / owner / name / resolve / revision / file…; a model: owner / name / resolve / …
+                if parts[0] != "datasets":
+                    parts = ["models", *parts]
+                key = "/".join(parts[1:3] + parts[5:]) if len(parts) > 5 else ""
                 if parts[3:4] != ["resolve"] or key not in hub.files:
                     self.send_response(404)
+                    if any(name.startswith("/".join(parts[1:3]) + "/") for name in hub.files):
+                        self.send_header("X-Repo-Commit", COMMIT)  # the repository exists: the hub says so
                     self.send_header("X-Error-Code", "EntryNotFound")
                     self.send_header("Content-Length", "0")
                     self.end_headers()

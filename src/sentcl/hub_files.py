@@ -34,26 +34,67 @@ def cache_dir() -> Path:
     return Path(os.environ.get("SENTCL_CACHE", Path.home() / ".cache" / "sentcl")).expanduser()
 
 
-def hub_file(repo: str, filename: str, repo_type: str = "dataset") -> Path:
-    """``repo``'s ``filename``, from the cache or downloaded into it, its hash checked.
+def hub_file(repo: str, filename: str, repo_type: str = "dataset", revision: str | None = None) -> Path:
+    """``repo``'s ``filename`` (at ``revision``, default the newest), from the cache or downloaded into it,
+    its hash checked.
 
     Raises :class:`HubFileError` (one line) when it cannot be downloaded (offline, not found) or when the
     content does not match; a mismatching copy is removed from the cache first."""
-    from huggingface_hub import constants, hf_hub_download
+    path = _download(repo, filename, repo_type, revision, missing_ok=False)
+    assert path is not None
+    return path
+
+
+def hub_file_if_present(
+    repo: str, filename: str, repo_type: str = "dataset", revision: str | None = None
+) -> Path | None:
+    """As :func:`hub_file`, but ``None`` for a file the hub says the repository does not have (any other
+    failure still raises)."""
+    return _download(repo, filename, repo_type, revision, missing_ok=True)
+
+
+def _download(
+    repo: str, filename: str, repo_type: str, revision: str | None, missing_ok: bool
+) -> Path | None:
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
 
     try:
         path = hf_hub_download(
-            repo, filename, repo_type=repo_type, cache_dir=cache_dir() / "hub",
+            repo, filename, repo_type=repo_type, revision=revision, cache_dir=cache_dir() / "hub",
             endpoint=os.environ.get("HF_ENDPOINT") or None,
         )  # fmt: skip
+    except EntryNotFoundError as exc:
+        if missing_ok and (
+            not isinstance(exc, LocalEntryNotFoundError)
+            or _known_missing(repo, filename, repo_type, revision)
+        ):
+            return None
+        raise _failed(repo, filename, exc) from None
     except Exception as exc:  # network, offline mode, 404, size mismatch: all one line for the caller
-        if constants.HF_HUB_OFFLINE:
-            reason = "HF_HUB_OFFLINE is set and the cache has no copy"
-        else:
-            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise HubFileError(f"{repo}/{filename}: could not be downloaded ({reason})") from None
+        raise _failed(repo, filename, exc) from None
     verify(Path(path), f"{repo}/{filename}")
     return Path(path)
+
+
+def _known_missing(repo: str, filename: str, repo_type: str, revision: str | None) -> bool:
+    """Whether the cache remembers the hub saying ``repo`` has no ``filename`` (offline, it still holds)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    found = try_to_load_from_cache(
+        repo, filename, cache_dir=cache_dir() / "hub", revision=revision, repo_type=repo_type
+    )
+    return found is not None and not isinstance(found, str)  # huggingface_hub's "known not to exist" marker
+
+
+def _failed(repo: str, filename: str, exc: Exception) -> HubFileError:
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        reason = "HF_HUB_OFFLINE is set and the cache has no copy"
+    else:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return HubFileError(f"{repo}/{filename}: could not be downloaded ({reason})")
 
 
 def verify(path: Path, label: str) -> None:

@@ -2,6 +2,7 @@
 equal to a hand mean and to sentence-transformers' StaticEmbedding loading the saved folder, training by
 distillation, and the refusals (dropout copies, token states, precisions, broken folders)."""
 
+import hashlib
 import json
 
 import numpy as np
@@ -179,3 +180,42 @@ def test_a_static_folder_with_further_modules_is_refused_by_name(tiny_model_dir,
     SentenceTransformer(modules=[st[0], Normalize()], device="cpu").save(str(tmp_path / "normalized"))
     with pytest.raises(ModelLoadError, match=r"modules\.json: a static model followed by .*Normalize"):
         load_encoder(str(tmp_path / "normalized"))
+
+
+def test_a_static_model_on_the_hub_loads_by_its_id_checked_and_cached(
+    tiny_model_dir, tmp_path, online_hub, monkeypatch
+):
+    from huggingface_hub import constants
+
+    from sentcl.model.static import hub_static_folder
+    from tests.hub_server import FakeHub, folder_files
+
+    encoder = StaticEncoder.from_config(static_config(tiny_model_dir, static_init="random"))
+    encoder.prompts = {"query": "query: "}
+    encoder.save(tmp_path / "static")
+    files = {f"someone/static-8/{name}": data for name, data in folder_files(tmp_path / "static").items()}
+    files["someone/transformer/modules.json"] = json.dumps(
+        [{"idx": 0, "path": "", "type": "x.Transformer"}]
+    ).encode()
+    weights = "someone/broken/0_StaticEmbedding/model.safetensors"
+    files |= {name.replace("static-8", "broken"): data for name, data in files.items() if "static-8" in name}
+    with FakeHub(files, corrupt={weights}) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+        loaded = load_encoder("someone/static-8")
+        assert isinstance(loaded, StaticEncoder) and loaded.prompts == {"query": "query: "}
+        np.testing.assert_array_equal(loaded.encode(TEXTS), encoder.encode(TEXTS))
+        assert hub.downloads("model.safetensors") == 1
+        # a repository whose first module is not a table, and one without a modules.json: not static
+        assert hub_static_folder("someone/transformer") is None
+        assert hub_static_folder("someone/nothing") is None
+        # a damaged download is one line naming the file, and nothing damaged stays in the cache
+        with pytest.raises(
+            ModelLoadError, match=r"someone/broken/0_StaticEmbedding/model\.safetensors: sha256"
+        ):
+            load_encoder("someone/broken")
+        broken = online_hub / "models--someone--broken"
+        assert hashlib.sha256(files[weights]).hexdigest() not in {p.name for p in broken.glob("blobs/*")}
+        assert not list(broken.glob("snapshots/*/0_StaticEmbedding/model.safetensors"))
+    # offline, the cache serves it again
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    np.testing.assert_array_equal(load_encoder("someone/static-8").encode(TEXTS), encoder.encode(TEXTS))

@@ -98,7 +98,7 @@ def test_a_tokie_that_disagrees_is_not_used_at_all(tiny_model_dir, caplog):
     tokenizer = plain(Tokenizer.from_file(str(tiny_model_dir / "tokenizer.json")))
     ids = TokieIds.for_tokenizer(tokenizer)
     texts = ["a plain sentence", "another one, with words"]
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.INFO, logger="sentcl.model.token_ids"):
         assert sentences_of(ids(texts)) == tokenizers_ids(tokenizer, texts)
     assert "tokie disagrees" in caplog.text
     assert ids.outside().search("plain") is not None  # nothing goes to tokie

@@ -13,14 +13,19 @@ from sentcl.model import int8_gate
 from sentcl.model.backbone import ModelLoadError
 from sentcl.model.encoder import SentenceEncoder
 from sentcl.model.onnx import ONNX_FILE, OnnxEncoder
-from sentcl.model.static import StaticEncoder, is_static_folder
+from sentcl.model.static import StaticEncoder, hub_static_folder, is_static_folder
 
 
 def load_encoder(name_or_path: str, pooler: str | None = None, allow_pickle: bool = False):
-    """An exported ONNX folder as ``OnnxEncoder``, anything else as ``SentenceEncoder.load``."""
+    """A static model (a folder, a run folder or a hub id) as ``StaticEncoder``, an exported ONNX folder as
+    ``OnnxEncoder``, anything else as ``SentenceEncoder.load``."""
     folder = Path(name_or_path)
     if is_static_folder(folder) or is_static_folder(folder / "model"):  # a run folder: its model
         return StaticEncoder.load(name_or_path, pooler=pooler)
+    if (hub := hub_static_folder(name_or_path)) is not None:  # a static model on the hub
+        encoder = StaticEncoder.load(str(hub), pooler=pooler)
+        encoder.source = name_or_path
+        return encoder
     if (folder / ONNX_FILE).is_file():
         if pooler is not None:
             raise ModelLoadError(f"{name_or_path}: an ONNX export keeps the pooler it was exported with")

@@ -45,6 +45,7 @@ from sentcl.model.backbone import (
     MODULE_DIR,
     STATIC_META,
     ModelLoadError,
+    packaged_model_path,
     read_json_object,
     resolve_model_path,
     static_module_dir,
@@ -308,6 +309,49 @@ class StaticEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
 
 def is_static_folder(folder: str | Path) -> bool:
     return static_module_dir(Path(folder)) is not None
+
+
+#: files beside a static model's module that it may have (prompts, the tokenizer at the top, sentcl's note)
+TOP_FILES = (
+    "config_sentence_transformers.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    STATIC_META,
+)
+#: files the module itself must have
+MODULE_FILES = ("model.safetensors", "tokenizer.json")
+
+
+def hub_static_folder(name: str) -> Path | None:
+    """A hub id whose repository is a static model (its ``modules.json``'s first module a
+    ``StaticEmbedding``, as sentence-transformers', model2vec's and sentcl's static models are): the folder
+    of its files, downloaded at one revision into sentcl's cache and checked against the hub's hashes
+    (hub_files.py). ``None`` for a local path, a packaged model, or a repository without such a
+    ``modules.json`` or out of reach (the transformer loader then says what is wrong). A static repository
+    whose files cannot be had is one ``ModelLoadError`` naming the file."""
+    from sentcl.hub_files import HubFileError, hub_file, hub_file_if_present
+
+    if Path(name).expanduser().exists() or packaged_model_path(name) is not None or name.count("/") != 1:
+        return None
+    if name.startswith((".", "/", "~")):
+        return None
+    try:
+        modules = hub_file_if_present(name, "modules.json", repo_type="model")
+    except HubFileError:
+        return None
+    if modules is None or (module := static_module_dir(modules.parent)) is None:
+        return None
+    folder, revision = modules.parent, modules.parent.name  # the snapshot folder is named by its commit
+    inside = module.relative_to(folder)
+    try:
+        for file in MODULE_FILES:
+            hub_file(name, (inside / file).as_posix(), repo_type="model", revision=revision)
+        for file in TOP_FILES:
+            hub_file_if_present(name, file, repo_type="model", revision=revision)
+    except HubFileError as exc:
+        raise ModelLoadError(str(exc)) from None
+    return folder
 
 
 @torch.no_grad()

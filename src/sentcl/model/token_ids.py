@@ -59,8 +59,6 @@ class TokenizerIds:
     ``tokenizer.encode_batch(texts, add_special_tokens=False)`` gives, sentence ``order[k]``'s the ``k``-th
     run of ``lengths[k]`` ids in ``flat``."""
 
-    name = "tokenizers"
-
     def __init__(self, tokenizer: Tokenizer):
         self.tokenizer = tokenizer
 
@@ -75,8 +73,6 @@ class TokenizerIds:
 
 class TokieIds(TokenizerIds):
     """As ``TokenizerIds`` (the same ids), tokie's sentences first in ``order``, then the others."""
-
-    name = "tokie"
 
     def __init__(self, tokenizer: Tokenizer, fast):
         super().__init__(tokenizer)
@@ -163,7 +159,7 @@ class TokieIds(TokenizerIds):
 
 
 def ranges(points: list[int]) -> str:
-    """Sorted code points → a regular-expression character-class body (``\\uXXXX-\\uYYYY`` runs)."""
+    """Sorted code points → a regular-expression character-class body (``\\UXXXXXXXX-\\UYYYYYYYY`` runs)."""
     runs: list[tuple[int, int]] = []
     for point in points:
         if runs and point == runs[-1][1] + 1:

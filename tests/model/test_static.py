@@ -171,15 +171,53 @@ def test_export_to_onnx_of_a_static_model_is_one_line(tiny_model_dir, tmp_path, 
     assert "a static model is a table lookup" in capsys.readouterr().err and not (tmp_path / "onnx").exists()
 
 
-def test_a_static_folder_with_further_modules_is_refused_by_name(tiny_model_dir, tmp_path):
+def test_a_static_folder_with_a_dense_after_it_is_refused_by_name(tiny_model_dir, tmp_path):
     from sentence_transformers import SentenceTransformer
-    from sentence_transformers.models import Normalize
+    from sentence_transformers.models import Dense
 
     StaticEncoder.from_config(static_config(tiny_model_dir, static_init="random")).save(tmp_path / "static")
     st = SentenceTransformer(str(tmp_path / "static"), device="cpu")
-    SentenceTransformer(modules=[st[0], Normalize()], device="cpu").save(str(tmp_path / "normalized"))
-    with pytest.raises(ModelLoadError, match=r"modules\.json: a static model followed by .*Normalize"):
-        load_encoder(str(tmp_path / "normalized"))
+    SentenceTransformer(modules=[st[0], Dense(8, 4)], device="cpu").save(str(tmp_path / "dense"))
+    with pytest.raises(ModelLoadError, match=r"modules\.json: a static model followed by .*Dense"):
+        load_encoder(str(tmp_path / "dense"))
+
+
+def test_a_model2vec_folder_with_normalize_loads_trains_and_saves_as_sentence_transformers_reads_it(
+    tiny_model_dir, tmp_path
+):
+    """model2vec's own layout: the table as ``embeddings`` at the top, its config.json, and a Normalize
+    module (``normalize: true``) whose folder model2vec never writes."""
+    from safetensors.numpy import save_file as save_numpy
+    from sentence_transformers import SentenceTransformer
+    from tokenizers import Tokenizer
+
+    folder = tmp_path / "m2v"
+    folder.mkdir()
+    tokenizer = Tokenizer.from_file(str(tiny_model_dir / "tokenizer.json"))
+    table = np.random.default_rng(0).normal(size=(tokenizer.get_vocab_size(), 8)).astype(np.float32)
+    save_numpy({"embeddings": table}, str(folder / "model.safetensors"))
+    tokenizer.save(str(folder / "tokenizer.json"))
+    (folder / "config.json").write_text(json.dumps({"model_type": "model2vec", "normalize": True}))
+    modules = [
+        {"idx": 0, "name": "0", "path": ".", "type": "sentence_transformers.models.StaticEmbedding"},
+        {"idx": 1, "name": "1", "path": "1_Normalize", "type": "sentence_transformers.models.Normalize"},
+    ]
+    (folder / "modules.json").write_text(json.dumps(modules))
+    expected = SentenceTransformer(str(folder), device="cpu").encode(TEXTS)
+    loaded = load_encoder(str(folder))
+    assert loaded.normalize
+    got = loaded.encode(TEXTS)
+    np.testing.assert_allclose(got, expected, atol=1e-6)
+    np.testing.assert_allclose(np.linalg.norm(got[:2], axis=1), 1.0, atol=1e-6)
+    batch = loaded.tokenizer(TEXTS[:2], padding=True, return_tensors="pt")  # the training path too
+    np.testing.assert_allclose(
+        loaded.embed_tokens(batch.input_ids, batch.attention_mask).detach(), got[:2], atol=1e-6
+    )
+    loaded.save(tmp_path / "saved")
+    again = SentenceTransformer(str(tmp_path / "saved"), device="cpu")
+    assert [type(module).__name__ for module in again] == ["StaticEmbedding", "Normalize"]
+    np.testing.assert_allclose(again.encode(TEXTS), expected, atol=1e-6)
+    np.testing.assert_allclose(load_encoder(str(tmp_path / "saved")).encode(TEXTS), expected, atol=1e-6)
 
 
 def test_a_static_model_on_the_hub_loads_by_its_id_checked_and_cached(

@@ -56,6 +56,7 @@ from sentcl.model.token_ids import TokieIds
 logger = logging.getLogger(__name__)
 
 MODULE_TYPE = "sentence_transformers.models.StaticEmbedding"
+NORMALIZE_TYPE = "sentence_transformers.models.Normalize"
 FORMAT_VERSION = 1
 #: the fewest texts ``encode`` tokenises at once (2-core AMX Xeon, 10k wiki sentences, with tokie: 88k/s in
 #: chunks of 64, 174-183k/s of 1,024, 241-261k/s of 4,096, 293-304k/s of 10,000; tokenizers alone: 17.5k/s
@@ -87,6 +88,8 @@ class StaticEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
             "special", torch.tensor(sorted(set(tokenizer.all_special_ids)), dtype=torch.long)
         )
         self.source, self.init = source, init
+        #: a sentence-transformers Normalize after the table (model2vec's ``normalize: true``): unit vectors
+        self.normalize = False
         self.max_length = None  # type: ignore[assignment]  # every token counts, as in sentence-transformers
         self.prompts: dict[str, str] = {}
         self.frozen = False
@@ -129,7 +132,8 @@ class StaticEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
         if module is None:
             raise ModelLoadError(f"{name_or_path}: not a static model (no {STATIC_META}, no StaticEmbedding)")
         later = [row.get("type") for row in read_json_list(folder / "modules.json")[1:]]
-        if later:  # a Dense or Normalize after the table: their vectors are not the table's mean
+        normalize = len(later) == 1 and str(later[0]).endswith("Normalize")  # model2vec's normalize: true
+        if later and not normalize:  # a Dense after the table: its vectors are not the table's mean
             raise ModelLoadError(
                 f"{folder / 'modules.json'}: a static model followed by {', '.join(map(str, later))}; sentcl "
                 "loads static models of one StaticEmbedding module"
@@ -157,6 +161,8 @@ class StaticEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
             )
         except (OSError, ValueError) as exc:
             raise ModelLoadError(f"{folder}: the tokenizer cannot be loaded ({exc})") from None
+        if not tokenizer.all_special_ids:  # a tokenizer.json alone (model2vec's): its special tokens named
+            name_special_tokens(tokenizer)
         if len(tokenizer) > vectors.shape[0]:
             raise ModelLoadError(
                 f"{weights_file}: {vectors.shape[0]} token vectors for a tokenizer of {len(tokenizer)} ids"
@@ -166,6 +172,7 @@ class StaticEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
         encoder.init = str(meta.get("init", ""))
         encoder.prompts = dict(meta.get("prompts") or {})
         encoder.similarity_fn_name = meta.get("similarity_fn_name")
+        encoder.normalize = normalize
         return encoder.eval()
 
     # ------------------------------------------------------------------ the training path
@@ -175,7 +182,8 @@ class StaticEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
         keep = attention_mask.bool() & ~torch.isin(input_ids, self.special)
         weights = keep.to(self.embedding.weight.dtype)
         summed = torch.einsum("nl,nld->nd", weights, F.embedding(input_ids, self.embedding.weight))
-        return summed / weights.sum(1, keepdim=True).clamp_min(1.0)
+        mean = summed / weights.sum(1, keepdim=True).clamp_min(1.0)
+        return F.normalize(mean, dim=-1) if self.normalize else mean
 
     def embed(self, batch) -> torch.Tensor:
         ids, mask = batch.input_ids, batch.attention_mask
@@ -273,6 +281,8 @@ class StaticEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
                 vectors = self.embedding(
                     torch.from_numpy(flat).to(self.device), torch.from_numpy(offsets).to(self.device)
                 )
+                if self.normalize:
+                    vectors = F.normalize(vectors, dim=-1)
                 out[start + order] = vectors.float().cpu().numpy()
         return require_finite(out, sentences, self.source)
 
@@ -290,6 +300,9 @@ class StaticEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
             self.fast.save(str(module / "tokenizer.json"))
             self.tokenizer.save_pretrained(str(tmp))
             modules = [{"idx": 0, "name": "0", "path": MODULE_DIR, "type": MODULE_TYPE}]
+            if self.normalize:  # sentence-transformers' Normalize keeps no files; its folder is there
+                modules.append({"idx": 1, "name": "1", "path": "1_Normalize", "type": NORMALIZE_TYPE})
+                (tmp / "1_Normalize").mkdir()
             st_config: dict[str, object] = {"prompts": self.prompts, "default_prompt_name": None}
             if self.similarity_fn_name:
                 st_config["similarity_fn_name"] = self.similarity_fn_name
@@ -305,6 +318,23 @@ class StaticEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
                 (tmp / name).write_text(json.dumps(content, indent=2) + "\n", encoding="utf-8")
             (tmp / STATIC_META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
         return path
+
+
+#: the roles of the usual special tokens, for a tokenizer that came as a tokenizer.json alone
+SPECIAL_ROLES = {
+    "[PAD]": "pad_token", "<pad>": "pad_token", "[UNK]": "unk_token", "<unk>": "unk_token",
+    "[CLS]": "cls_token", "[SEP]": "sep_token", "[MASK]": "mask_token", "<mask>": "mask_token",
+}  # fmt: skip
+
+
+def name_special_tokens(tokenizer) -> None:
+    """Give the tokens ``tokenizer.json`` marks special their roles (the padding one, ``[CLS]``…), as a
+    ``tokenizer_config.json`` would: the training path pads with one and leaves them all out of a mean."""
+    added = json.loads(tokenizer.backend_tokenizer.to_str()).get("added_tokens") or []
+    special = [token["content"] for token in added if token.get("special")]
+    roles = {SPECIAL_ROLES[content]: content for content in special if content in SPECIAL_ROLES}
+    others = [content for content in special if content not in SPECIAL_ROLES]
+    tokenizer.add_special_tokens(roles | ({"additional_special_tokens": others} if others else {}))
 
 
 def is_static_folder(folder: str | Path) -> bool:

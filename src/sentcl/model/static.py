@@ -362,9 +362,9 @@ def hub_static_folder(name: str) -> Path | None:
     whose files cannot be had is one ``ModelLoadError`` naming the file."""
     from sentcl.hub_files import HubFileError, hub_file, hub_file_if_present
 
-    if Path(name).expanduser().exists() or packaged_model_path(name) is not None or name.count("/") != 1:
-        return None
-    if name.startswith((".", "/", "~")):
+    if name.count("/") != 1 or name.startswith((".", "/", "~")) or Path(name).expanduser().exists():
+        return None  # not a hub id
+    if packaged_model_path(name) is not None:
         return None
     try:
         modules = hub_file_if_present(name, "modules.json", repo_type="model")

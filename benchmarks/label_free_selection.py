@@ -92,8 +92,7 @@ def run_case(plan, case: str, seed: int, out: Path, eval_steps: int, data_dir: P
     stsb_train = {}
     for index, step in enumerate(steps):
         encoder = SentenceEncoder.load(str(kept / f"step-{index:03d}"))
-        report = train_eval.report(encoder)
-        stsb_train[step] = report.scores["STSBenchmark"].datasets["train"].spearman
+        stsb_train[step] = train_eval(encoder)["stsb_train_spearman"]
     shutil.rmtree(kept)
     result = {"case": case, "seed": seed, "steps": steps, "metrics": metrics, "stsb_train": stsb_train,
               "seconds": round(time.perf_counter() - started, 1)}  # fmt: skip

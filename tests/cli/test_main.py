@@ -27,7 +27,7 @@ def test_evaluate_prints_stsb_dev_and_writes_json(tiny_model_dir, stsb_data_dir,
     payload = json.loads(out.read_text())
     assert (
         payload["metrics"]["stsb_dev_spearman"]
-        == payload["sts"]["tasks"]["STSBenchmark"]["datasets"]["dev"]["spearman"]
+        == payload["sts"]["tasks"]["stsb-dev"]["datasets"]["dev"]["spearman"]
     )
 
 

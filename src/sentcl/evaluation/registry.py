@@ -80,13 +80,19 @@ def parse(spec: str | Sequence[str]) -> list[tuple[str, list[str]]]:
     if not items:
         raise TaskSpecError("no evaluation task given")
     grouped: dict[str, list[str]] = {}
+    seen: set[tuple[str, str]] = set()  # a task named twice (or a path spelled two ways) is evaluated once
     for item in items:
         if item.lower() in TASKS.names:
             family, members = TASKS.names[item.lower()]
+            keys = [(family, m) for m in members]
         else:
             family, members = local_family(item), (item,)
+            keys = [(family, str(Path(item).expanduser().resolve()))]
         grouped.setdefault(family, [])
-        grouped[family] += [m for m in members if m not in grouped[family]]
+        for member, key in zip(members, keys, strict=True):
+            if key not in seen:
+                seen.add(key)
+                grouped[family].append(member)
     return list(grouped.items())
 
 

@@ -23,16 +23,45 @@ import numpy as np
 from scipy.stats import pearsonr, spearmanr
 
 from sentcl.embedder import Embedder
+from sentcl.errors import UserError
 from sentcl.evaluation.registry import TaskSpecError, parse_family
 from sentcl.evaluation.sts_data import DISPLAY_NAMES, STS_TASKS, STSTask, load_task
 
 AGGREGATIONS = ("all", "mean", "wmean")
+#: the split of a task that enters SimCSE's 7-task table (STS12–16: every dataset, aggregated)
 _TABLE_SPLIT = {"STSBenchmark": "test", "SICKRelatedness": "test"}
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One row an STS request can hold: a task, the one split it scores (None: every dataset of the task
+    under the request's aggregation), the metric keys it writes and whether it is one of SimCSE's seven."""
+
+    task: str
+    split: str | None
+    metric: str  # the Spearman key (the primary metric of a request for this entry alone)
+    pearson: str | None = None  # a Pearson key beside it (the STS-B dev and train splits)
+    in_table: bool = False
+
+    @property
+    def label(self) -> str:
+        return DISPLAY_NAMES.get(self.task, self.task)
+
+
 #: the STS family's own names (the registry, evaluation/tasks.py, maps what users write onto them) → the
-#: task and the splits to read (None: the task's every split)
-STS_MEMBERS: dict[str, tuple[str, tuple[str, ...] | None]] = {
-    f"stsb-{split}": ("STSBenchmark", (split,)) for split in ("dev", "train", "test")
-} | {task: (task, None) for task in STS_TASKS}
+#: entry each stands for. ``stsb-test`` is registered as a name of the table's STS-B entry, so one request
+#: never scores the same split twice; the dev and train splits keep keys of their own.
+STS_MEMBERS: dict[str, Entry] = {
+    f"stsb-{split}": Entry("STSBenchmark", split, f"stsb_{split}_spearman", f"stsb_{split}_pearson")
+    for split in ("dev", "train")
+} | {
+    task: Entry(task, _TABLE_SPLIT.get(task), DISPLAY_NAMES.get(task, task), in_table=True)
+    for task in STS_TASKS
+}
+
+
+class STSDataMissingError(UserError, FileNotFoundError):
+    """The data of the one metric a request stands for is not in the data folder."""
 
 
 @dataclass
@@ -100,17 +129,23 @@ def cosine_scores(embeddings1: np.ndarray, embeddings2: np.ndarray) -> np.ndarra
     return (a * b).sum(axis=1) / np.maximum(denominator, 1e-12)
 
 
-def score_tasks(embedder: Embedder, tasks: Sequence[STSTask]) -> STSReport:
-    """Encode every distinct sentence once, then score every loaded task."""
+def score_tasks(embedder: Embedder, tasks: dict[str, STSTask]) -> STSReport:
+    """Encode every distinct sentence once, then score every loaded task; the report is keyed as ``tasks``
+    (an STS request's entry names, so two splits of one task never share a key)."""
     report = STSReport()
-    loaded = []
-    for task in tasks:
+    loaded = {}
+    for key, task in tasks.items():
         if task.missing:
-            report.missing[task.name] = task.missing
+            report.missing[key] = task.missing
         else:
-            loaded.append(task)
+            loaded[key] = task
     sentences = sorted(
-        {s for task in loaded for ps in task.datasets.values() for s in ps.sentences1 + ps.sentences2}
+        {
+            s
+            for task in loaded.values()
+            for ps in task.datasets.values()
+            for s in ps.sentences1 + ps.sentences2
+        }
     )
     if not sentences:
         return report
@@ -120,13 +155,13 @@ def score_tasks(embedder: Embedder, tasks: Sequence[STSTask]) -> STSReport:
     def embed(texts: list[str]) -> np.ndarray:
         return vectors[[row[t] for t in texts]]
 
-    for task in loaded:
+    for key, task in loaded.items():
         per_dataset = {
-            key: (cosine_scores(embed(ps.sentences1), embed(ps.sentences2)), ps.scores)
-            for key, ps in task.datasets.items()
+            name: (cosine_scores(embed(ps.sentences1), embed(ps.sentences2)), ps.scores)
+            for name, ps in task.datasets.items()
         }
-        report.scores[task.name] = aggregate(task.name, per_dataset)
-        report.pairs[task.name] = per_dataset
+        report.scores[key] = aggregate(task.name, per_dataset)
+        report.pairs[key] = per_dataset
     return report
 
 
@@ -134,7 +169,12 @@ class STSEvaluator:
     """Callable evaluator: ``evaluator(embedder) → dict[str, float]`` with one primary metric.
 
     ``tasks`` is read by the registry's grammar (evaluation/registry.py): ``sts`` (the 7-task table),
-    ``stsb-dev`` (or ``-train``/``-test``: one split of STS-B), or a comma-separated list of STS task names.
+    ``stsb-dev`` / ``stsb-train`` / ``stsb-test`` (one split of STS-B), any STS task's name, or a list of
+    them. Each name is its own entry (``STS_MEMBERS``), scored on its own split with its own metric keys
+    (``stsb_dev_spearman``, ``stsb_train_spearman``, ``STS-B`` for the table's test split), however many
+    the list holds; ``avg`` is the mean of the table's entries the request names (all seven for ``sts``),
+    never of another split. A request with no table entry has no ``avg``: its primary metric is its first
+    entry's Spearman.
 
     Data files are read once, at construction, so repeated evaluation during training costs only the
     encoding.
@@ -144,12 +184,17 @@ class STSEvaluator:
         if aggregation not in AGGREGATIONS:
             raise TaskSpecError(f"aggregation {aggregation!r} is not one of {', '.join(AGGREGATIONS)}")
         self.aggregation = aggregation
-        self.requests = [STS_MEMBERS[name] for name in parse_family(tasks, "sts")]
+        self.requests = {name: STS_MEMBERS[name] for name in parse_family(tasks, "sts")}
         root = Path(data_dir)
-        self.tasks = [load_task(root, name, splits) for name, splits in self.requests]
-        self.missing = {task.name: task.missing for task in self.tasks if task.missing}
-        self.dev_only = self.requests == [("STSBenchmark", ("dev",))]
-        self.primary = "stsb_dev_spearman" if self.dev_only else "avg"
+        self.tasks = {
+            name: load_task(root, entry.task, (entry.split,) if entry.split else None)
+            for name, entry in self.requests.items()
+        }
+        self.missing = {name: task.missing for name, task in self.tasks.items() if task.missing}
+        self.table = [name for name, entry in self.requests.items() if entry.in_table]
+        first = next(iter(self.requests.values()))
+        self.primary = "avg" if self.table else first.metric
+        self.dev_only = list(self.requests) == ["stsb-dev"]
         self.last_report: STSReport | None = None
 
     def report(self, embedder: Embedder) -> STSReport:
@@ -159,37 +204,44 @@ class STSEvaluator:
     def __call__(self, embedder: Embedder) -> dict[str, float]:
         return self.metrics(self.report(embedder))
 
+    def _spearman(self, entry: Entry, scores: TaskScores) -> Correlation:
+        if entry.split is not None:
+            return scores.datasets[entry.split]
+        return scores.aggregated[self.aggregation]
+
     def metrics(self, report: STSReport) -> dict[str, float]:
-        if self.dev_only:
-            if "STSBenchmark" not in report.scores:
-                raise FileNotFoundError(f"STS-B dev split missing: {report.missing.get('STSBenchmark')}")
-            dev = report.scores["STSBenchmark"].datasets["dev"]
-            return {"stsb_dev_spearman": dev.spearman, "stsb_dev_pearson": dev.pearson}
-        metrics = {
-            DISPLAY_NAMES.get(name, name): scores.headline(self.aggregation)
-            for name, scores in report.scores.items()
-        }
-        requested = [name for name, _ in self.requests]
-        if metrics and not report.missing:
-            metrics["avg"] = float(np.mean([metrics[DISPLAY_NAMES.get(n, n)] for n in requested]))
+        if self.primary != "avg":
+            name = next(iter(self.requests))
+            if name not in report.scores:
+                raise STSDataMissingError(f"{name}: {report.missing.get(name, 'not evaluated')}")
+        metrics: dict[str, float] = {}
+        for name, entry in self.requests.items():
+            if name not in report.scores:
+                continue
+            correlation = self._spearman(entry, report.scores[name])
+            metrics[entry.metric] = correlation.spearman
+            if entry.pearson is not None:
+                metrics[entry.pearson] = correlation.pearson
+        if self.table and all(name in report.scores for name in self.table):
+            metrics["avg"] = float(np.mean([metrics[self.requests[name].metric] for name in self.table]))
         return metrics
 
     def metric_pairs(self, report: STSReport) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """Each metric that is one Spearman over one set of pairs → those pairs (system, gold): one split,
         or the concatenation of a task's datasets under the ``all`` aggregation. ``mean`` / ``wmean`` and
         ``avg`` average several correlations and have none."""
-        if self.dev_only:
-            pairs = report.pairs.get("STSBenchmark", {})
-            return {"stsb_dev_spearman": pairs["dev"]} if "dev" in pairs else {}
         out = {}
-        for name, per_dataset in report.pairs.items():
-            split = _TABLE_SPLIT.get(name)
+        for name, entry in self.requests.items():
+            per_dataset = report.pairs.get(name)
+            if not per_dataset:
+                continue
+            split = entry.split
             if split is None and len(per_dataset) == 1:
                 split = next(iter(per_dataset))
-            if split is not None and split in per_dataset:
-                out[DISPLAY_NAMES.get(name, name)] = per_dataset[split]
+            if split is not None:
+                out[entry.metric] = per_dataset[split]
             elif self.aggregation == "all":
-                out[DISPLAY_NAMES.get(name, name)] = (
+                out[entry.metric] = (
                     np.concatenate([system for system, _ in per_dataset.values()]),
                     np.concatenate([gold for _, gold in per_dataset.values()]),
                 )
@@ -202,13 +254,14 @@ class STSEvaluator:
         return self.format_report(self.last_report)
 
     def results(self) -> dict:
-        """The last evaluation, JSON-ready: every dataset's and aggregation's correlations."""
+        """The last evaluation, JSON-ready: every entry's datasets' and aggregations' correlations."""
         report = self.last_report or STSReport()
         return {
             "metrics": self.metrics(report) if report.scores or report.missing else {},
             "missing": report.missing,
             "tasks": {
                 name: {
+                    "task": self.requests[name].task,
                     "datasets": {k: asdict(v) for k, v in scores.datasets.items()},
                     "aggregated": {k: asdict(v) for k, v in scores.aggregated.items()},
                 }
@@ -217,29 +270,28 @@ class STSEvaluator:
         }
 
     def format_report(self, report: STSReport) -> str:
-        """A plain-text table: one row per requested task, missing tasks named, then the average."""
+        """A plain-text table: one row per requested entry with its split, missing ones named, then the
+        average of the table's entries."""
         metrics = self.metrics(report)
         if self.dev_only:
             spearman, pearson = metrics["stsb_dev_spearman"], metrics["stsb_dev_pearson"]
             return f"STS-B dev  Spearman {spearman:.2f}  Pearson {pearson:.2f}"
         lines = [f"{'task':<8} {'Spearman':>9}  {'pairs':>6}  aggregation"]
-        for name, _ in self.requests:
-            label = DISPLAY_NAMES.get(name, name)
+        for name, entry in self.requests.items():
             if name in report.scores:
                 scores = report.scores[name]
-                split = _TABLE_SPLIT.get(name)
-                if split not in scores.datasets:  # e.g. stsb-train alone: its one split
-                    split = next(iter(scores.datasets)) if len(scores.datasets) == 1 else None
-                n = scores.datasets[split].n if split else scores.aggregated[self.aggregation].n
-                how = f"{split} split" if split else self.aggregation
-                lines.append(f"{label:<8} {metrics[label]:>9.2f}  {n:>6}  {how}")
+                n = self._spearman(entry, scores).n
+                how = f"{entry.split} split" if entry.split else self.aggregation
+                lines.append(f"{entry.label:<8} {metrics[entry.metric]:>9.2f}  {n:>6}  {how}")
             else:
-                lines.append(f"{label:<8} {'missing':>9}  {'':>6}  {report.missing.get(name, '')}")
+                lines.append(f"{entry.label:<8} {'missing':>9}  {'':>6}  {report.missing.get(name, '')}")
         if "avg" in metrics:
-            lines.append(f"{'avg':<8} {metrics['avg']:>9.2f}")
-        else:
-            present = len(report.scores)
             lines.append(
-                f"{'avg':<8} {'n/a':>9}  ({present}/{len(self.requests)} tasks present; no partial average)"
+                f"{'avg':<8} {metrics['avg']:>9.2f}  {'':>6}  mean of the {len(self.table)} table rows"
+            )
+        elif self.table:
+            present = sum(name in report.scores for name in self.table)
+            lines.append(
+                f"{'avg':<8} {'n/a':>9}  ({present}/{len(self.table)} tasks present; no partial average)"
             )
         return "\n".join(lines)

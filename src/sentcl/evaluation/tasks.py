@@ -101,8 +101,10 @@ register_family(
 )
 
 register("sts", "sts", STS_TASKS)  # SimCSE's 7-task table
-for member in STS_MEMBERS:  # stsb-dev/-train/-test, then the seven tasks
+for member in STS_MEMBERS:  # stsb-dev/-train, then the seven tasks
     register(member, "sts", aliases=[DISPLAY_NAMES[member]] if member in DISPLAY_NAMES else [])
+    if member == "stsb-train":  # the table's STS-B entry is the test split: one entry, whichever name
+        register("stsb-test", "sts", ["STSBenchmark"])
 register("stsb", "sts", ["STSBenchmark"])
 register("sickr", "sts", ["SICKRelatedness"])
 register("transfer", "transfer", TRANSFER_TASKS)  # MR, CR, SUBJ, MPQA, SST-2, TREC, MRPC

@@ -260,3 +260,78 @@ def test_sentcl_encode_writes_the_codes_sentence_transformers_gives(st_folder, p
     argv = ["encode", str(st_folder), str(tmp_path / "texts.txt"), "--out", str(out)]
     assert main([*argv, "--precision", precision, "--dtype", "fp32"]) == 0
     _same(peer.encode(TEXTS, precision=precision), np.load(out))
+
+
+# ------------------------------------------------------------ every Pooling mode sentence-transformers has
+MODES = ["cls", "mean", "max", "mean_sqrt_len_tokens", "weightedmean", "lasttoken"]
+
+
+@pytest.fixture(scope="module")
+def mode_folders(tiny_model_dir, tmp_path_factory):
+    """One folder saved by sentence-transformers per (Pooling mode, include_prompt)."""
+    folders = {}
+    for mode in MODES:
+        for include_prompt in (True, False):
+            transformer = st_modules.Transformer(str(tiny_model_dir), max_seq_length=64)
+            pooling = Pooling(transformer.get_embedding_dimension(), mode, include_prompt=include_prompt)
+            model = SentenceTransformer(modules=[transformer, pooling], prompts=PROMPTS)
+            folder = tmp_path_factory.mktemp("modes") / f"{mode}-{include_prompt}"
+            model.save(str(folder))
+            folders[mode, include_prompt] = folder
+    return folders
+
+
+@pytest.mark.parametrize("include_prompt", [True, False], ids=["with-prompt", "without-prompt"])
+@pytest.mark.parametrize("mode", MODES)
+def test_every_pooling_mode_encodes_as_sentence_transformers(mode_folders, tmp_path, mode, include_prompt):
+    """Issue 55: max, weightedmean, lasttoken and mean_sqrt_len_tokens loaded as mean pooling, and
+    include_prompt false was ignored; each now gives sentence-transformers' vectors, in torch and ONNX."""
+    pytest.importorskip("onnxruntime")
+    from sentcl.model.onnx import OnnxEncoder, export_onnx
+
+    folder = mode_folders[mode, include_prompt]
+    peer = SentenceTransformer(str(folder), device="cpu")
+    ours = SentenceEncoder.load(str(folder))
+    assert ours.include_prompt is include_prompt
+    onnx = OnnxEncoder.load(export_onnx(ours, tmp_path / "onnx"))
+    texts = [*TEXTS, LONG]
+    for kwargs in ({}, {"prompt_name": "query"}, {"prompt": "a much longer passage prompt: "}):
+        theirs = peer.encode(texts, **kwargs)
+        np.testing.assert_allclose(ours.encode(texts, **kwargs), theirs, atol=1e-6, rtol=0)
+        np.testing.assert_allclose(onnx.encode(texts, **kwargs), theirs, atol=1e-5, rtol=0)
+    if not include_prompt and mode != "lasttoken":  # the prompt left out (the last token is never one)
+        with_prompt = SentenceEncoder.load(str(mode_folders[mode, True]))
+        assert not np.allclose(
+            with_prompt.encode(texts, prompt_name="query"), ours.encode(texts, prompt_name="query")
+        )
+    saved = ours.save(tmp_path / "saved")  # and sentcl's folder says the same to sentence-transformers
+    np.testing.assert_allclose(
+        SentenceTransformer(str(saved), device="cpu").encode(texts, prompt_name="query"),
+        SentenceEncoder.load(str(saved)).encode(texts, prompt_name="query"),
+        atol=1e-6,
+        rtol=0,
+    )
+
+
+@pytest.mark.parametrize(
+    ("config", "match"),
+    [
+        ({"pooling_mode": ["cls", "mean"]}, r"pooling_mode cls\+mean concatenates several poolings"),
+        (
+            {"pooling_mode_cls_token": True, "pooling_mode_max_tokens": True},
+            r"pooling_mode cls\+max concatenates",
+        ),
+        ({"pooling_mode": "median"}, "pooling_mode 'median' is not one of"),
+        ({"pooling_mode": "mean", "pooling_temperature": 2}, "field 'pooling_temperature' is not one sentcl"),
+        ({"pooling_mode": "mean", "include_prompt": "no"}, "include_prompt 'no' is not true or false"),
+    ],
+)
+def test_a_pooling_sentcl_cannot_compute_is_refused_in_one_line(st_folder, tmp_path, config, match):
+    import shutil
+
+    folder = tmp_path / "model"
+    shutil.copytree(st_folder, folder)
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps({"embedding_dimension": 32, **config}))
+    with pytest.raises(ModelLoadError, match=r"1_Pooling/config\.json: " + match) as refused:
+        SentenceEncoder.load(str(folder))
+    assert "\n" not in str(refused.value)

@@ -112,7 +112,9 @@ class SentenceTransformersContract:
 
         def _place(self, device: str) -> None: ...
 
-        def _embed(self, sentences: list[str], batch_size: int, show_progress: bool | None) -> np.ndarray: ...
+        def _embed(
+            self, sentences: list[str], batch_size: int, show_progress: bool | None, prompt_length: int = 0
+        ) -> np.ndarray: ...
 
     # ------------------------------------------------------------------------------------- encode
     def encode(
@@ -168,7 +170,9 @@ class SentenceTransformersContract:
         if device is not None:
             self._place(device)
         if texts:
-            vectors = self._embed([before + t for t in texts], batch_size, show_progress_bar)
+            vectors = self._embed(
+                [before + t for t in texts], batch_size, show_progress_bar, self._prompt_length(before)
+            )
             if truncate_dim is not None:
                 vectors = vectors[:, :truncate_dim]
             if normalize_embeddings:
@@ -184,6 +188,18 @@ class SentenceTransformersContract:
         else:
             result = [torch.from_numpy(row) for row in vectors] if texts else []
         return result[0] if single else result
+
+    def _prompt_length(self, prompt: str) -> int:
+        """How many first tokens of a text the pooling leaves out: none unless the model's Pooling has
+        ``include_prompt`` false and a prompt is given; then the prompt's tokens with the special tokens
+        before them (sentence-transformers' ``prompt_length``: the prompt tokenised, less a special token at
+        its end)."""
+        if not prompt or getattr(self, "include_prompt", True):
+            return 0
+        ids = list(self.tokenizer(prompt)["input_ids"])
+        if ids and ids[-1] in set(getattr(self.tokenizer, "all_special_ids", ())):
+            ids = ids[:-1]
+        return len(ids)
 
     # ------------------------------------------------------------------------------- similarity
     @property

@@ -68,21 +68,23 @@ def test_cls_pooler_applies_mlp_in_training_and_respects_mlp_only_train(backbone
 def test_one_definition_of_poolers_and_their_sentence_transformers_modes():
     from sentcl.config import ConfigError
     from sentcl.model.pooling import (
+        LEGACY_POOLING_KEYS,
         POOLERS,
         check_pooler,
         from_sentence_transformers,
         sentence_transformers_mode,
     )
 
+    old_keys = {mode: key for key, mode in LEGACY_POOLING_KEYS.items()}
     for name in POOLERS:
         assert check_pooler(name) == name
         mode = sentence_transformers_mode(name)
         if mode is None:
             continue
-        back = from_sentence_transformers({"pooling_mode": mode})  # the new config format
-        old = {f"pooling_mode_{'mean_tokens' if mode == 'mean' else 'cls_token'}": True}  # the old one
-        assert back == from_sentence_transformers(old) and sentence_transformers_mode(back) == mode
+        back, included = from_sentence_transformers({"pooling_mode": mode}, "c")  # the new config format
+        old = from_sentence_transformers({old_keys[mode]: True}, "c")  # the old one
+        assert (back, included) == old and sentence_transformers_mode(back) == mode and included
     assert sentence_transformers_mode("avg_first_last") is None
-    assert from_sentence_transformers({"pooling_mode": "max"}) is None
-    with pytest.raises(ConfigError, match=r"model.pooler: 'max' is not one of cls, cls_before_pooler"):
-        check_pooler("max", "model.pooler")
+    assert from_sentence_transformers({}, "c") == ("avg", True)  # no mode set: mean, as theirs
+    with pytest.raises(ConfigError, match=r"model.pooler: 'median' is not one of cls, cls_before_pooler"):
+        check_pooler("median", "model.pooler")

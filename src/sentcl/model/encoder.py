@@ -72,6 +72,7 @@ from sentcl.model.pooling import (
     check_pooler,
     ditto,
     ditto_head,
+    exclude_prompt,
     from_sentence_transformers,
     special_frame,
     template_frame,
@@ -212,6 +213,9 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
         self.frozen = False  # frozen_copy(): eval mode whatever train() asks
         #: name → the text put before each sentence (sentence-transformers' ``prompts``), saved with the model
         self.prompts: dict[str, str] = {}
+        #: sentence-transformers' Pooling ``include_prompt``: false leaves a prompt's tokens (and [CLS]) out
+        #: of the pooling when encoding with a prompt (the backbone still reads them)
+        self.include_prompt = True
 
     # ----------------------------------------------------------------------------------- building
     @classmethod
@@ -265,7 +269,15 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
         try:
             meta = read_json_object(folder / SENTCL_META) if folder.is_dir() else None
             chain = None if meta else read_chain(folder, allow_pickle)
-            saved_pooler = meta["pooler"] if meta else _sentence_transformers_pooler(chain)
+            saved_pooler, include_prompt = (
+                (meta["pooler"], meta.get("include_prompt", True))
+                if meta
+                else _sentence_transformers_pooler(chain)
+            )
+            if not isinstance(include_prompt, bool):
+                raise ValueError(
+                    f"{folder / SENTCL_META}: include_prompt {include_prompt!r} is not true or false"
+                )
         except (ValueError, KeyError, TypeError) as exc:
             raise ModelLoadError(f"{name_or_path}: {_one_line(exc)}") from None
         chosen = pooler or saved_pooler or LOADING_DEFAULT
@@ -315,6 +327,7 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
         )
         encoder.source = str(Path(name_or_path).resolve()) if Path(name_or_path).exists() else name_or_path
         encoder.prompts = saved_prompts(folder, meta)
+        encoder.include_prompt = include_prompt
         encoder.similarity_fn_name = saved_similarity(folder, meta)
         return encoder.eval()
 
@@ -328,6 +341,11 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
     def _pool_with_states(
         self, input_ids, attention_mask, unpad: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``attention_mask`` may mark a prompt's tokens NOT_POOLED (model/pooling.py): the backbone attends
+        to them, the pooler leaves them out."""
+        pool_mask = attention_mask
+        if not self.include_prompt:
+            attention_mask = attention_mask.clamp(max=1)
         if self.frame is not None:  # PromptBERT: the state at [MASK] of the sentence in its template
             states, lengths, last = self._prompt_pass(input_ids, attention_mask, self.prompt_template)
             return self._prompt_vectors(states, lengths, self.prompt_template, self.prompt_denoise), last
@@ -340,12 +358,12 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
             )
             layer, head = self.ditto
             diagonal = out.attentions[layer][:, head].diagonal(dim1=-2, dim2=-1)  # [N, L]
-            return ditto(out.hidden_states, diagonal, attention_mask), out.last_hidden_state
+            return ditto(out.hidden_states, diagonal, pool_mask), out.last_hidden_state
         needs_all = self.pooler in NEEDS_HIDDEN_STATES
         last, hidden_states = backbone_states(
             self.backbone, input_ids, attention_mask, output_hidden_states=needs_all, unpad=unpad
         )
-        return POOLERS[self.pooler](last, hidden_states, attention_mask), last
+        return POOLERS[self.pooler](last, hidden_states, pool_mask), last
 
     def unpads_training(self) -> bool:
         """Whether training passes run the backbone on real tokens only (``ModelConfig.unpad``)."""
@@ -524,9 +542,12 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
         """``encode(device=...)``: this model moved to ``device`` (sentence-transformers moves it too)."""
         self.to(resolve_device(str(device), "device"))
 
-    def _embed(self, sentences: list[str], batch_size: int, show_progress: bool | None) -> np.ndarray:
+    def _embed(
+        self, sentences: list[str], batch_size: int, show_progress: bool | None, prompt_length: int = 0
+    ) -> np.ndarray:
         """The embedding path on texts → float32 [N, D], in batches formed by token length (little padding);
-        the contract's ``encode`` (sentcl/encode_contract.py) shapes what it returns."""
+        the contract's ``encode`` (sentcl/encode_contract.py) shapes what it returns. ``prompt_length``: the
+        first tokens of every text that the pooling leaves out (``include_prompt`` false)."""
         out = np.empty((len(sentences), self.dimension), dtype=np.float32)
         was_training = self.training
         self.eval()
@@ -537,7 +558,8 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
             with torch.inference_mode(), precision:
                 for idx, batch in batches:
                     batch = batch.to(self.device)
-                    vectors = self.encode_tokens(batch.input_ids[:, 0], batch.attention_mask[:, 0]).float()
+                    mask = exclude_prompt(batch.attention_mask[:, 0], prompt_length)
+                    vectors = self.encode_tokens(batch.input_ids[:, 0], mask).float()
                     out[idx] = vectors.cpu().numpy()
         finally:
             self.train(was_training)
@@ -568,12 +590,14 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
                     self.prompts,
                     rows,
                     self.similarity_fn_name,
+                    self.include_prompt,
                 )
             else:
                 logger.warning("%s: not loadable by sentence-transformers: %s", path, reason)
             meta = {
                 "format_version": FORMAT_VERSION,
                 "pooler": self.pooler,
+                **({"include_prompt": False} if not self.include_prompt else {}),
                 **({"prompt_template": self.prompt_template} if self.prompt_template else {}),
                 **({"prompt_denoise": True} if self.prompt_denoise else {}),
                 **({"prompt_head": True} if self.prompt_head is not None else {}),
@@ -611,12 +635,17 @@ def _one_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _sentence_transformers_pooler(chain) -> str | None:
-    """The sentcl pooler equal to a sentence-transformers folder's Pooling module, if any."""
+def _sentence_transformers_pooler(chain) -> tuple[str | None, bool]:
+    """(the sentcl pooler that computes a sentence-transformers folder's Pooling module, its
+    include_prompt); (None, True) for a folder without one. A Pooling sentcl cannot compute is a ValueError
+    naming the file and the field."""
     if chain is None or chain.pooling is None:
-        return None
-    config = read_json_object(chain.pooling / "config.json")
-    return from_sentence_transformers(config) if config else None
+        return None, True
+    where = chain.pooling / "config.json"
+    config = read_json_object(where)
+    if config is None:
+        raise ValueError(f"{where}: missing; sentence-transformers' Pooling module needs it")
+    return from_sentence_transformers(config, str(where))
 
 
 def _sentcl_meta(folder: Path) -> dict | None:

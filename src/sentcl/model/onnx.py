@@ -32,6 +32,7 @@ from sentcl.embedder import PromptError, PromptRoles, check_prompts, require_fin
 from sentcl.encode_contract import SIMILARITY_FUNCTIONS, SentenceTransformersContract
 from sentcl.extras import require
 from sentcl.model.backbone import TOKENIZER_FILES, ModelLoadError, read_json_object
+from sentcl.model.pooling import exclude_prompt
 
 logger = logging.getLogger(__name__)
 
@@ -109,6 +110,7 @@ def export_onnx(encoder, folder: str | Path, int8: bool = False, overwrite: bool
                 "opset": OPSET,
                 "prompts": encoder.prompts,
                 "similarity_fn_name": encoder.similarity_fn_name,
+                "include_prompt": encoder.include_prompt,  # false: the graph reads the mask's NOT_POOLED
                 "modules": [module.kind for module in encoder.output_modules],  # in the graph
             }
             (tmp / ONNX_META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
@@ -129,6 +131,7 @@ class OnnxEncoder(PromptRoles, SentenceTransformersContract):
         self.source = source
         self.prompts: dict[str, str] = dict(meta.get("prompts") or {})  # checked by _check_meta
         self.similarity_fn_name = meta.get("similarity_fn_name")  # checked by _check_meta
+        self.include_prompt = meta.get("include_prompt", True)  # checked by _check_meta
 
     @property
     def dimension(self) -> int:
@@ -208,16 +211,19 @@ class OnnxEncoder(PromptRoles, SentenceTransformersContract):
         if str(device) not in ("cpu", "auto"):
             raise ConfigError(f"device {device}: ONNX Runtime runs sentcl's ONNX and int8 models on the CPU")
 
-    def _embed(self, sentences: list[str], batch_size: int, show_progress: bool | None) -> np.ndarray:
+    def _embed(
+        self, sentences: list[str], batch_size: int, show_progress: bool | None, prompt_length: int = 0
+    ) -> np.ndarray:
         """Texts → float32 [N, D], batched by token length as ``SentenceEncoder`` batches them; the
-        contract's ``encode`` (sentcl/encode_contract.py) shapes what it returns."""
+        contract's ``encode`` (sentcl/encode_contract.py) shapes what it returns. A prompt the pooling leaves
+        out is marked in the mask, which the graph of such a model reads (model/pooling.py)."""
         out = np.empty((len(sentences), self.dimension), dtype=np.float32)
         for idx, batch in sorted_batches(
             self.tokenizer, sentences, self.max_length, batch_size, show_progress
         ):
             feeds = {
                 "input_ids": batch.input_ids[:, 0].numpy(),
-                "attention_mask": batch.attention_mask[:, 0].numpy(),
+                "attention_mask": exclude_prompt(batch.attention_mask[:, 0], prompt_length).numpy(),
             }
             out[idx] = self.session.run(["embeddings"], feeds)[0]
         return require_finite(out, sentences, self.source)
@@ -235,6 +241,8 @@ def _check_meta(meta, path: Path) -> None:
         raise ModelLoadError(
             f"{path}: similarity_fn_name {named!r} is not one of {', '.join(SIMILARITY_FUNCTIONS)}"
         )
+    if not isinstance(meta.get("include_prompt", True), bool):
+        raise ModelLoadError(f"{path}: include_prompt {meta['include_prompt']!r} is not true or false")
     try:
         check_prompts(meta.get("prompts"), str(path))
     except PromptError as exc:

@@ -5,8 +5,10 @@ The layout is sentence-transformers' classic one (modules.json → Transformer a
 modules, model/modules.py), which every version from 2.x to 6.x reads.
 Only poolers sentence-transformers can express are exported: ``avg`` → mean pooling,
 ``cls_before_pooler`` → CLS pooling, ``cls`` → CLS pooling plus the MLP as a tanh Dense layer when
-the head is used for encoding. ``avg_first_last`` and ``avg_top2`` have no sentence-transformers
-equivalent, so such folders carry no modules.json (sentcl.json says why).
+the head is used for encoding, ``max`` / ``avg_sqrt_len`` / ``weighted_avg`` / ``last_token`` → its max,
+mean_sqrt_len_tokens, weightedmean and lasttoken modes (model/pooling.py). ``avg_first_last`` and
+``avg_top2`` have no sentence-transformers equivalent, so such folders carry no modules.json (sentcl.json
+says why).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import torch
 from safetensors.torch import save_file
 
 from sentcl.model.heads import MLPHead
-from sentcl.model.pooling import sentence_transformers_mode
+from sentcl.model.pooling import LEGACY_POOLING_KEYS, sentence_transformers_mode
 
 
 def unsupported_reason(pooler: str) -> str | None:
@@ -40,6 +42,7 @@ def write_sentence_transformers_files(
     prompts: dict[str, str] | None = None,
     output_rows: list[dict] | None = None,
     similarity_fn_name: str = "cosine",
+    include_prompt: bool = True,
 ) -> None:
     """modules.json and the configs beside it; ``output_rows``: the modules.json rows of the Dense and
     Normalize modules already written after the pooling (model/modules.py)."""
@@ -48,13 +51,11 @@ def write_sentence_transformers_files(
         {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
         {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
     ]
-    pooling = {
-        "word_embedding_dimension": hidden_size,
-        "pooling_mode_cls_token": mode == "cls",
-        "pooling_mode_mean_tokens": mode == "mean",
-        "pooling_mode_max_tokens": False,
-        "pooling_mode_mean_sqrt_len_tokens": False,
-    }
+    # the boolean keys every version reads (2.x on); include_prompt only where it is not the default
+    pooling: dict = {"word_embedding_dimension": hidden_size}
+    pooling |= {key: mode == theirs for key, theirs in LEGACY_POOLING_KEYS.items()}
+    if not include_prompt:
+        pooling["include_prompt"] = False
     (folder / "1_Pooling").mkdir()
     _write_json(folder / "1_Pooling" / "config.json", pooling)
     if pooler == "cls" and head is not None and head.used_when_encoding():

@@ -267,7 +267,9 @@ class StaticEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
 
         self.to(resolve_device(str(device), "device"))
 
-    def _embed(self, sentences: list[str], batch_size: int, show_progress: bool | None) -> np.ndarray:
+    def _embed(
+        self, sentences: list[str], batch_size: int, show_progress: bool | None, prompt_length: int = 0
+    ) -> np.ndarray:
         """Texts → float32 [N, D], as sentence-transformers' StaticEmbedding computes them: the ids without
         special tokens, no length limit, one EmbeddingBag call per chunk. The vectors do not depend on
         the batch, so chunks are at least ``CHUNK`` texts: the tokenizer, the cost here, takes many at

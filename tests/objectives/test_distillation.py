@@ -3,6 +3,7 @@ their closed forms, the teacher's table cached once and refused when it does not
 student."""
 
 import math
+import re
 from types import SimpleNamespace
 
 import numpy as np
@@ -108,7 +109,7 @@ def test_the_loss_falls_and_the_teacher_table_is_the_teachers_encoding(objective
     assert set(output.terms) == {"info_nce", "embedding", "listnet"}
 
 
-def test_the_table_is_computed_once_and_a_mismatching_cache_is_refused(tiny_model_dir, tmp_path, monkeypatch):
+def test_the_table_is_computed_once(tiny_model_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("SENTCL_CACHE", str(tmp_path / "cache"))
     first = teacher_table(str(tiny_model_dir), SENTENCES[:4])
 
@@ -118,10 +119,48 @@ def test_the_table_is_computed_once_and_a_mismatching_cache_is_refused(tiny_mode
     monkeypatch.setattr(teacher_module, "load_teacher", no_teacher)
     again = teacher_table(str(tiny_model_dir), SENTENCES[:4])
     assert np.array_equal(first, again)
-    (cached,) = (tmp_path / "cache" / "teachers").glob("*.npy")
-    np.save(cached, np.zeros((3, first.shape[1]), dtype=np.float32))  # damaged: 3 rows for 4 sentences
-    with pytest.raises(TeacherError, match="does not match its teacher and data"):
-        teacher_table(str(tiny_model_dir), SENTENCES[:4])
+
+
+def _swap(tables):
+    a, b = (np.load(t) for t in tables)
+    np.save(tables[0], b)
+    np.save(tables[1], a)
+
+
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        (lambda tables: np.save(tables[0], np.load(tables[0])[::-1]), "its content is not the table"),
+        (_swap, "its content is not the table"),
+        (lambda tables: tables[0].write_bytes(b""), "it cannot be read"),
+        (lambda tables: np.save(tables[0], np.zeros((3, 32), dtype=np.float32)), r"shape \[3, 32\]"),
+    ],
+    ids=["rows reversed", "two tables swapped", "0 bytes", "3 rows for 4"],
+)
+def test_a_cache_that_is_not_its_teachers_table_is_rebuilt(
+    tiny_model_dir, tmp_path, monkeypatch, caplog, damage, why
+):
+    """Issue 55: swapped or reordered tables were used as the teacher's (step-3 loss 7.18 vs 6.17), and a
+    0-byte table was a 31-line EOFError."""
+    monkeypatch.setenv("SENTCL_CACHE", str(tmp_path / "cache"))
+    texts = [SENTENCES[:4], SENTENCES[4:8]]
+    truth = [np.array(teacher_table(str(tiny_model_dir), t)) for t in texts]
+    key = [teacher_module.table_key(str(tiny_model_dir), t, None, None) for t in texts]
+    tables = [tmp_path / "cache" / "teachers" / f"{k}.npy" for k in key]
+    damage(tables)
+    with caplog.at_level("WARNING", logger="sentcl.objectives.teacher"):
+        again = teacher_table(str(tiny_model_dir), texts[0])
+    np.testing.assert_array_equal(again, truth[0])
+    (line,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert (
+        line.startswith(f"{tables[0]}: the cached teacher table is not used and is rebuilt")
+        and "\n" not in line
+    )
+    assert re.search(why, line)
+    assert teacher_table(str(tiny_model_dir), texts[0]) is not None  # rebuilt: read back as is
+    caplog.clear()
+    teacher_table(str(tiny_model_dir), texts[0])
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
 
 
 def test_a_teacher_that_does_not_load_is_one_line(tmp_path, monkeypatch):

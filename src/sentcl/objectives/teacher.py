@@ -4,14 +4,17 @@ Distillation (objectives/distillation.py) needs the teacher's vector of every tr
 step of every epoch, seed and run. They are computed once, with a progress bar, into
 ``$SENTCL_CACHE/teachers/<key>.npy`` (float32 [N, D], memory-mapped when read), the key a hash of what
 decides them: the teacher (its name, and for a local folder the size and time of each file), its pooler,
-the maximum length, the precision and every sentence. A cache file whose shape or meta does not match its
-key is one TeacherError, never used.
+the maximum length, the precision and every sentence. Its record (``<key>.json``) holds a sha256 of the
+table's rows: a table that cannot be read, is of another shape, or whose content is not what its record
+describes (two tables swapped, rows reordered) is never used — one WARNING line names it, and it is
+computed again.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +23,8 @@ from sentcl.atomic_write import atomic_file
 from sentcl.errors import UserError
 from sentcl.hub_files import cache_dir
 from sentcl.model import SentenceEncoder, for_inference
+
+logger = logging.getLogger(__name__)
 
 #: the precision a teacher encodes in: fp32, so that a table does not depend on the machine
 TEACHER_DTYPE = "fp32"
@@ -59,6 +64,34 @@ def load_teacher(
     return for_inference(encoder.eval(), TEACHER_DTYPE)
 
 
+def table_digest(table: np.ndarray) -> str:
+    """sha256 of a table's float32 rows in order (what a swapped, reordered or edited table changes)."""
+    digest = hashlib.sha256()
+    rows = max(1, (1 << 24) // max(1, table.shape[1] * 4))  # ~16 MB at a time: a memory-mapped table
+    for start in range(0, len(table), rows):
+        digest.update(np.ascontiguousarray(table[start : start + rows], dtype=np.float32).tobytes())
+    return digest.hexdigest()
+
+
+def _cached(path: Path, meta_path: Path, key: str, count: int) -> tuple[np.ndarray | None, str]:
+    """(the cached table, "") when its record and content hold what ``key`` names, else (None, why not)."""
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        table = np.load(path, mmap_mode="r")
+    except (OSError, ValueError, EOFError) as exc:
+        return None, f"it cannot be read ({str(exc).strip() or type(exc).__name__})"
+    if not isinstance(meta, dict) or meta.get("key") != key:
+        return None, f"{meta_path.name} records another key"
+    if table.ndim != 2 or table.shape != (count, meta.get("dimension")):
+        recorded = f"{count} sentences × {meta.get('dimension')}"
+        return None, f"shape {list(table.shape)}, where {recorded} are recorded"
+    if "sha256" not in meta:
+        return None, "its record has no hash of the table (written by an older sentcl)"
+    if table_digest(table) != meta["sha256"]:
+        return None, "its content is not the table its record describes (swapped, reordered or edited)"
+    return table, ""
+
+
 def teacher_table(
     teacher: str,
     texts: list[str],
@@ -66,22 +99,17 @@ def teacher_table(
     max_length: int | None = None,
     where: str = "objective.teacher",
 ) -> np.ndarray:
-    """The teacher's embeddings of ``texts`` [N, D]: read from the cache, or computed once and cached."""
+    """The teacher's embeddings of ``texts`` [N, D]: read from the cache when its record (the key, the shape,
+    a sha256 of the table written with it) matches, else computed and cached anew; a cache that does not
+    match is said in one WARNING line naming the file, and rebuilt (the cache is sentcl's own)."""
     key = table_key(teacher, texts, pooler, max_length)
     folder = cache_dir() / "teachers"
     path, meta_path = folder / f"{key}.npy", folder / f"{key}.json"
-    if path.is_file() and meta_path.is_file():
-        try:
-            meta = json.loads(meta_path.read_text(encoding="utf-8"))
-            table = np.load(path, mmap_mode="r")
-        except (OSError, ValueError) as exc:
-            raise TeacherError(f"{path}: a teacher cache that cannot be read ({exc}); remove it") from None
-        if meta.get("key") != key or table.shape != (len(texts), meta.get("dimension")):
-            raise TeacherError(
-                f"{path}: the cached table does not match its teacher and data (shape {table.shape}, "
-                f"{len(texts)} sentences expected); remove it"
-            )
-        return table
+    if path.is_file() or meta_path.is_file():
+        table, why = _cached(path, meta_path, key, len(texts))
+        if table is not None:
+            return table
+        logger.warning("%s: the cached teacher table is not used and is rebuilt: %s", path, why)
     encoder = load_teacher(teacher, pooler, where)
     if max_length is not None:
         encoder.max_length = max_length
@@ -90,7 +118,7 @@ def teacher_table(
     with atomic_file(path, mode="wb") as handle:
         np.save(handle, vectors)
     meta = {"key": key, "teacher": teacher, "pooler": encoder.pooler, "dimension": int(vectors.shape[1]),
-            "sentences": len(texts), "dtype": TEACHER_DTYPE}  # fmt: skip
+            "sentences": len(texts), "dtype": TEACHER_DTYPE, "sha256": table_digest(vectors)}  # fmt: skip
     with atomic_file(meta_path) as handle:
         json.dump(meta, handle, indent=2)
     return np.load(path, mmap_mode="r")

@@ -12,3 +12,8 @@ from __future__ import annotations
 
 class UserError(Exception):
     """Bad input or setup, said in one line that names the file and line, the key or the option."""
+
+
+class MissingDataError(UserError, FileNotFoundError):
+    """Data a command needs (an evaluation split, a probe's pairs) is not in the data folder; the message
+    says what was looked for and where."""

@@ -338,3 +338,21 @@ def test_a_recipes_prompts_are_saved_and_encode_applies_them(tiny_model_dir, tmp
     )
     err = capsys.readouterr().err
     assert "no prompt 'passage' (its prompts: document, query)" in err and not (tmp_path / "x.npy").exists()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["evaluate", "{model}", "--tasks", "stsb-dev", "--data-dir", "{empty}"],
+        ["analyze", "{model}", "--data-dir", "{empty}", "--out", "{out}"],
+    ],
+    ids=["evaluate", "analyze"],
+)
+def test_a_data_dir_without_stsb_dev_is_one_line(argv, tiny_model_dir, tmp_path, capsys):
+    """Issue 55: a 27-line FileNotFoundError traceback once."""
+    (tmp_path / "empty").mkdir()
+    argv = [a.format(model=tiny_model_dir, empty=tmp_path / "empty", out=tmp_path / "out") for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and "no sts-dev.csv under" in err.splitlines()[-1]
+    assert not (tmp_path / "out").exists()

@@ -102,3 +102,35 @@ def test_training_on_a_named_set_from_the_hub(tmp_path, tiny_model_dir, monkeypa
                          "eval_steps": 0},
         }))  # fmt: skip
     assert result.steps == 2 and hub.downloads("wiki1m_for_simcse.txt") == 1
+
+
+MANY = "".join(f"sentence {i} of {i * i}\n" for i in range(5000)).encode()
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("wiki1m_for_simcse.txt.gz", gzip.compress(MANY)[:300]),  # a gzip cut mid-way
+        ("wiki1m_for_simcse.txt.gz", bytes(range(256)) * 4),  # not a gzip at all
+        ("wiki1m_for_simcse.first1280000bytes.txt.gz", gzip.compress(MANY)[:300]),  # the partial copy
+    ],
+    ids=["full copy cut", "full copy random bytes", "partial copy cut"],
+)
+def test_a_local_copy_that_cannot_be_read_is_one_line(tmp_path, monkeypatch, offline, name, content):
+    """Issue 55: a cut gzip was an EOFError traceback, random bytes a BadGzipFile one."""
+    (tmp_path / "data" / "wiki").mkdir(parents=True)
+    (tmp_path / "data" / "wiki" / name).write_bytes(content)
+    monkeypatch.setenv("SENTCL_DATA", str(tmp_path / "data"))
+    with pytest.raises(ConfigError, match=rf"data.train_file: .*{name}.* cannot be read \(") as refused:
+        resolve_train_file("simcse:wiki1m", "data.train_file")
+    assert "\n" not in str(refused.value)
+
+
+def test_a_full_copy_with_fewer_rows_than_the_set_says_so(tmp_path, monkeypatch, offline, caplog):
+    """Issue 55: a wiki1m_for_simcse.txt of 5,000 lines was taken as the full set without a word."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "wiki1m_for_simcse.txt").write_bytes(WIKI)
+    monkeypatch.setenv("SENTCL_DATA", str(tmp_path / "data"))
+    with caplog.at_level(logging.WARNING, logger="sentcl.data.named"):
+        resolve_train_file("simcse:wiki1m", "data.train_file")
+    assert f"holds {len(SENTENCES)} of the set's 1,000,000 rows" in caplog.text

@@ -109,6 +109,27 @@ def test_a_broken_static_folder_is_one_error_naming_the_file(tiny_model_dir, tmp
         load_encoder(str(tmp_path / "static"))
 
 
+@pytest.mark.parametrize(
+    ("table", "match"),
+    [
+        (torch.zeros(200, 0), r"model\.safetensors: the token vector table is empty \(shape \[200, 0\]\)"),
+        (torch.zeros(200, 8), r"model\.safetensors: every token vector is zero"),
+        (torch.ones(200, 6), r"sentcl_static\.json: dimension 8, but .* holds vectors of 6"),
+    ],
+    ids=["no dimensions", "all zeros", "another width"],
+)
+def test_a_static_table_that_cannot_be_its_models_is_refused(tiny_model_dir, tmp_path, table, match):
+    """Issue 55: a [V, 0] table was a RuntimeError from embedding_bag; a table of another width than its
+    record, or of zeros only, loaded (zero vectors)."""
+    encoder = StaticEncoder.from_config(static_config(tiny_model_dir, static_init="random"))
+    encoder.save(tmp_path / "static")
+    weights = tmp_path / "static" / "0_StaticEmbedding" / "model.safetensors"
+    save_file({"embedding.weight": table.contiguous()}, str(weights))
+    with pytest.raises(ModelLoadError, match=match) as refused:
+        load_encoder(str(tmp_path / "static"))
+    assert "\n" not in str(refused.value)
+
+
 def static_recipe(tiny_model_dir, train_file, output_dir, data_dir, **data):
     return recipe_from_dict(
         {

@@ -21,6 +21,7 @@ import numpy as np
 from sentcl.analysis.spectrum import spectrum_summary
 from sentcl.analysis.unit_sphere import l2_normalize
 from sentcl.embedder import Embedder
+from sentcl.errors import MissingDataError
 from sentcl.evaluation.sts_data import load_task
 
 
@@ -62,7 +63,7 @@ def stsb_probe(data_dir: str | Path, split: str = "dev", threshold: float = 4.0)
     """SimCSE's protocol on an STS-B split: pairs with gold > threshold, all sentences of the split."""
     task = load_task(Path(data_dir), "STSBenchmark", (split,))
     if task.missing:
-        raise FileNotFoundError(f"alignment/uniformity probe: {task.missing}")
+        raise MissingDataError(f"alignment/uniformity probe: {task.missing}")
     pairs = task.datasets[split]
     keep = pairs.scores > threshold
     first = [s for s, k in zip(pairs.sentences1, keep, strict=True) if k]

@@ -26,6 +26,7 @@ from sentcl.analysis.spectrum import normalized_singular_values, spectrum_summar
 from sentcl.analysis.unit_sphere import l2_normalize
 from sentcl.atomic_write import atomic_file
 from sentcl.embedder import CachedEmbedder, Embedder
+from sentcl.errors import MissingDataError
 from sentcl.evaluation.sts import correlate, cosine_scores
 from sentcl.evaluation.sts_data import load_task
 
@@ -47,7 +48,7 @@ def analyze(label: str, embedder: Embedder, data_dir: str | Path, split: str = "
     cached = CachedEmbedder(embedder)
     task = load_task(Path(data_dir), "STSBenchmark", (split,))
     if task.missing:
-        raise FileNotFoundError(task.missing)
+        raise MissingDataError(f"STS-B {split}: {task.missing}")
     pairs = task.datasets[split]
     cosines = cosine_scores(cached.encode(pairs.sentences1), cached.encode(pairs.sentences2))
     probe = stsb_probe(data_dir, split)

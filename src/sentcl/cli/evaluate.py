@@ -103,6 +103,8 @@ def run_command(args: argparse.Namespace) -> int:
     needed = needs_data_dir(args.tasks) or (args.postprocess and not Path(args.postprocess).is_dir())
     data_dir = resolve_data_dir(args.data_dir) if needed else Path()
     suite = EvaluationSuite(data_dir, args.tasks, args.aggregation, args.transfer_protocol)
+    if suite.sts is not None:
+        suite.sts.require_primary()  # one line before any model loads
     runs = [evaluate_model(model, args, suite, data_dir) for model in models]
     for run in runs:
         print(run.label)

@@ -74,7 +74,14 @@ def resolve_train_file(value: str, key: str) -> str:
     root = Path(os.environ["SENTCL_DATA"]).expanduser() if os.environ.get("SENTCL_DATA") else None
     for candidate in _full_copies(dataset, root):
         if candidate.is_file():
-            logger.info("%s: %s (local copy)", value, candidate)
+            rows = _count_rows(candidate, key)
+            if rows < dataset.rows:
+                logger.warning(
+                    "%s: the local copy %s holds %s of the set's %s rows; training reads those",
+                    value, candidate, f"{rows:,}", f"{dataset.rows:,}",
+                )  # fmt: skip
+            else:
+                logger.info("%s: %s (local copy, %s rows)", value, candidate, f"{rows:,}")
             return str(candidate)
     try:
         return str(hub_file(dataset.repo, dataset.filename))
@@ -97,10 +104,34 @@ def _full_copies(dataset: NamedDataset, root: Path | None) -> list[Path]:
     return [folder / f"{dataset.filename}{suffix}" for folder in folders for suffix in ("", ".gz")]
 
 
+def _count_rows(path: Path, key: str) -> int:
+    """The number of lines of a local copy (gzipped or not); a copy that cannot be read is one ConfigError
+    naming it."""
+    rows, last = 0, b"\n"
+    try:
+        with gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb") as handle:
+            while block := handle.read(1 << 22):
+                rows += block.count(b"\n")
+                last = block[-1:]
+    except (OSError, EOFError) as exc:  # gzip.BadGzipFile is an OSError; a cut gzip ends in EOFError
+        raise ConfigError(f"{key}: {path}: the local copy cannot be read ({_reason(exc)})") from None
+    return rows + (last != b"\n")
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else f"{type(exc).__name__}: the file ends too early"
+
+
 def _usable_head(dataset: NamedDataset, head: Path, failure: str) -> Path:
     """The head's complete lines, as a cached text file (written once; the source is never touched)."""
     data = head.read_bytes()
-    text = gzip.decompress(data) if head.suffix == ".gz" else data
+    try:
+        text = gzip.decompress(data) if head.suffix == ".gz" else data
+    except (OSError, EOFError) as exc:
+        raise ConfigError(
+            f"data.train_file: {dataset.name}: the partial local copy {head} cannot be read ({_reason(exc)})"
+        ) from None
     cut = not text.endswith(b"\n")
     if cut:
         text = text[: text.rfind(b"\n") + 1]

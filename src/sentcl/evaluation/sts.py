@@ -23,7 +23,7 @@ import numpy as np
 from scipy.stats import pearsonr, spearmanr
 
 from sentcl.embedder import Embedder
-from sentcl.errors import UserError
+from sentcl.errors import MissingDataError
 from sentcl.evaluation.registry import TaskSpecError, parse_family
 from sentcl.evaluation.sts_data import DISPLAY_NAMES, STS_TASKS, STSTask, load_task
 
@@ -58,10 +58,6 @@ STS_MEMBERS: dict[str, Entry] = {
     task: Entry(task, _TABLE_SPLIT.get(task), DISPLAY_NAMES.get(task, task), in_table=True)
     for task in STS_TASKS
 }
-
-
-class STSDataMissingError(UserError, FileNotFoundError):
-    """The data of the one metric a request stands for is not in the data folder."""
 
 
 @dataclass
@@ -194,6 +190,7 @@ class STSEvaluator:
         self.table = [name for name, entry in self.requests.items() if entry.in_table]
         first = next(iter(self.requests.values()))
         self.primary = "avg" if self.table else first.metric
+
         self.dev_only = list(self.requests) == ["stsb-dev"]
         self.last_report: STSReport | None = None
 
@@ -209,11 +206,18 @@ class STSEvaluator:
             return scores.datasets[entry.split]
         return scores.aggregated[self.aggregation]
 
+    def require_primary(self) -> None:
+        """A MissingDataError when the primary metric's entry (a request without the table: its first) has
+        no data: what a command checks before it loads a model."""
+        name = next(iter(self.requests))
+        if self.primary != "avg" and name in self.missing:
+            raise MissingDataError(f"{name}: {self.missing[name]}")
+
     def metrics(self, report: STSReport) -> dict[str, float]:
         if self.primary != "avg":
             name = next(iter(self.requests))
             if name not in report.scores:
-                raise STSDataMissingError(f"{name}: {report.missing.get(name, 'not evaluated')}")
+                raise MissingDataError(f"{name}: {report.missing.get(name, 'not evaluated')}")
         metrics: dict[str, float] = {}
         for name, entry in self.requests.items():
             if name not in report.scores:

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from sentcl.data.collate import sorted_batches
+from sentcl.errors import MissingDataError
 from sentcl.evaluation.sts import correlate, cosine_scores
 from sentcl.evaluation.sts_data import load_task
 from sentcl.model.pooling import ditto
@@ -25,7 +26,7 @@ def rank_heads(encoder, data_dir: str | Path, batch_size: int = 64) -> list[tupl
     """[(STS-B dev Spearman ×100, layer, head)] for every head of ``encoder``'s backbone, best first."""
     task = load_task(Path(data_dir), "STSBenchmark", ("dev",))
     if task.missing:
-        raise FileNotFoundError(f"STS-B dev: {task.missing}")
+        raise MissingDataError(f"STS-B dev: {task.missing}")
     pairs = task.datasets["dev"]
     first, second, gold = pairs.sentences1, pairs.sentences2, pairs.scores
     sentences = sorted(set(first) | set(second))

@@ -152,8 +152,21 @@ class StaticEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
                 vectors = vectors * weights["weights"].float()[:, None]
         if vectors is None or vectors.ndim != 2:
             raise ModelLoadError(f"{weights_file}: no embedding.weight [V, D] table")
+        if vectors.shape[1] == 0 or vectors.shape[0] == 0:
+            raise ModelLoadError(
+                f"{weights_file}: the token vector table is empty (shape {list(vectors.shape)})"
+            )
         if not torch.isfinite(vectors).all():
             raise ModelLoadError(f"{weights_file}: the token vectors hold NaN or infinite values")
+        if not vectors.any():
+            raise ModelLoadError(f"{weights_file}: every token vector is zero; every text would encode to 0")
+        meta = read_json_object(folder / STATIC_META) if (folder / STATIC_META).is_file() else {}
+        recorded = meta.get("dimension")
+        if recorded is not None and recorded != vectors.shape[1]:
+            raise ModelLoadError(
+                f"{folder / STATIC_META}: dimension {recorded!r}, but {weights_file} holds vectors of "
+                f"{vectors.shape[1]}"
+            )
         try:
             tokenizer = AutoTokenizer.from_pretrained(
                 str(folder if (folder / "tokenizer_config.json").is_file() else module),
@@ -167,7 +180,6 @@ class StaticEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
             raise ModelLoadError(
                 f"{weights_file}: {vectors.shape[0]} token vectors for a tokenizer of {len(tokenizer)} ids"
             )
-        meta = read_json_object(folder / STATIC_META) if (folder / STATIC_META).is_file() else {}
         encoder = cls(vectors, tokenizer, str(folder.resolve()) if folder.exists() else name_or_path)
         encoder.init = str(meta.get("init", ""))
         encoder.prompts = dict(meta.get("prompts") or {})

@@ -6,6 +6,7 @@ import random
 from pathlib import Path
 
 from sentcl.data import read_records
+from sentcl.errors import MissingDataError
 from sentcl.evaluation.sts_data import load_task
 
 NLI_FILE = Path("nli") / "triplets.csv.gz"
@@ -18,7 +19,7 @@ def fit_corpus(spec: str, data_dir: str | Path, max_sentences: int = 10_000, see
     if spec == "task":
         task = load_task(data_dir, "STSBenchmark", ("dev",))
         if task.missing:
-            raise FileNotFoundError(f"--fit-on task: {task.missing}")
+            raise MissingDataError(f"--fit-on task: {task.missing}")
         pairs = task.datasets["dev"]
         sentences = sorted(set(pairs.sentences1) | set(pairs.sentences2))
     else:

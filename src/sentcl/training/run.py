@@ -30,6 +30,7 @@ from transformers import set_seed
 from sentcl import finite_json
 from sentcl.atomic_write import atomic_file, recover_folder, stale_temporaries
 from sentcl.config import ConfigError, expand_path
+from sentcl.errors import MissingDataError
 from sentcl.evaluation import TaskSpecError, resolve_data_dir
 from sentcl.evaluation.tasks import Evaluator, build_evaluator, needs_data_dir
 from sentcl.training import distributed
@@ -214,6 +215,8 @@ def task_evaluator(loop) -> tuple[Evaluator, Path]:
         evaluator = build_evaluator(data_dir, loop.eval_task)
     except TaskSpecError as exc:
         raise ConfigError(f"training.eval_task: {exc}") from None
+    except MissingDataError as exc:
+        raise ConfigError(f"training.eval_task: {loop.eval_task!r} cannot be evaluated: {exc}") from None
     if evaluator.missing:
         reason = next(iter(evaluator.missing.values()))
         raise ConfigError(f"training.eval_task: {loop.eval_task!r} cannot be evaluated: {reason}")

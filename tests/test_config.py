@@ -24,7 +24,7 @@ def test_unknown_keys_are_errors_naming_the_key():
         ({"training": {"batch_size": 0}}, "training.batch_size: must be positive"),
         ({"objective": {"temperature": -1}}, "objective.temperature: must be positive"),
         ({"objective": {"name": "simclr9"}}, "objective.name: 'simclr9' is not one of"),
-        ({"model": {"name_or_path": "m", "pooler": "max"}}, "model.pooler: 'max' is not one of"),
+        ({"model": {"name_or_path": "m", "pooler": "median"}}, "model.pooler: 'median' is not one of"),
         ({"data": {}}, "data.train_file: a training file is required"),
         ({"objective": {"temperature": float("inf")}}, r"objective.temperature: inf is not a finite number"),
         ({"objective": {"temperature": "nan"}}, r"objective.temperature: .*nan.* is not a finite number"),
@@ -92,3 +92,18 @@ def test_resource_bombs_in_a_recipe_are_cheap_one_line_errors(tmp_path):
     with pytest.raises(ConfigError) as error:
         from_dict(LoopConfig, {"seed": "x" * 10**6}, prefix="training")
     assert len(str(error.value)) < 200 and "(1,000,002 characters)" in str(error.value)
+
+
+def test_a_key_given_twice_in_a_recipe_is_refused_by_line(tmp_path):
+    """Issue 55: ``temperature: 0.05`` then ``temperature: 5`` took the last without a word."""
+    from sentcl.config import load_yaml
+
+    path = tmp_path / "twice.yaml"
+    path.write_text("objective:\n  name: simcse\n  temperature: 0.05\n  temperature: 5\n")
+    with pytest.raises(
+        ConfigError,
+        match=r"twice\.yaml: invalid YAML: line 4: key 'temperature' is given twice \(first on line 3\)",
+    ):
+        load_yaml(path)
+    path.write_text("objective:\n  temperature: 0.05\ntraining:\n  temperature: 5\n")  # other mappings: fine
+    assert load_yaml(path)["training"]["temperature"] == 5

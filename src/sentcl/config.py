@@ -177,6 +177,18 @@ class _RecipeLoader(yaml.SafeLoader):
         finally:
             self._depth -= 1
 
+    def construct_mapping(self, node, deep=False):
+        """A key written twice in one mapping is an error naming its line (YAML itself keeps the last)."""
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise yaml.YAMLError(f"line {line}: key {key!r} is given twice (first on line {seen[key]})")
+            if isinstance(key, (str, int, float, bool)):
+                seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
 
 def parse_yaml(text: str) -> Any:
     """YAML as recipes and overrides are read: safe, no aliases, bounded depth."""

@@ -55,3 +55,22 @@ def test_a_model_against_itself_is_not_told_apart(tmp_path, tiny_model_dir, stsb
 def test_seeds_of_a_folder_without_seed_folders_is_one_clear_error(tmp_path, tiny_model_dir, capsys):
     assert main(["evaluate", str(tiny_model_dir), "--seeds", "--tasks", "stsb-dev"]) == 2
     assert "holds no seed-N folders (sentcl train --seeds writes them)" in capsys.readouterr().err
+
+
+def test_seeds_that_name_no_model_or_models_of_other_kinds_are_one_line(
+    tmp_path, tiny_model_dir, stsb_data_dir, capsys
+):
+    """Issue 55: ``",,,"`` printed "0 models" and exited 0; a transformer and a static model of other
+    dimensions were averaged (49.91 ± 64.07)."""
+    from sentcl.model import StaticEncoder
+    from sentcl.model.encoder import ModelConfig
+
+    argv = ["--tasks", "stsb-dev", "--data-dir", str(stsb_data_dir)]
+    assert main(["evaluate", ",,,", "--seeds", *argv]) == 2
+    assert "--seeds: ',,,' names no model" in capsys.readouterr().err
+    static = StaticEncoder.from_config(
+        ModelConfig(str(tiny_model_dir), architecture="static", static_dim=8, static_init="random")
+    ).save(tmp_path / "static")
+    assert main(["evaluate", f"{tiny_model_dir},{static}", "--seeds", *argv]) == 2
+    err = capsys.readouterr().err
+    assert "the runs of one set are one kind of model" in err and "Traceback" not in err

@@ -219,8 +219,8 @@ def test_stage_resumes_an_interrupted_run_of_the_same_key_and_wipes_another_key(
 def test_plan_errors_name_the_file_and_key(setup):
     tmp_path, plan, _ = setup
     bad = json.loads(json.dumps(plan))
-    bad["encoders"]["raw"]["baselines"] = ["max"]
-    with pytest.raises(ConfigError, match=r"plan.yaml: encoders.raw.baselines: 'max' is not one of"):
+    bad["encoders"]["raw"]["baselines"] = ["median"]
+    with pytest.raises(ConfigError, match=r"plan.yaml: encoders.raw.baselines: 'median' is not one of"):
         load_plan(write(tmp_path / "plan.yaml", bad))
     bad = json.loads(json.dumps(plan))
     bad["methods"]["unsup SimCSE"]["recipe"] = "missing.yaml"

@@ -105,7 +105,9 @@ def run_command(args: argparse.Namespace) -> int:
     suite = EvaluationSuite(data_dir, args.tasks, args.aggregation, args.transfer_protocol)
     if suite.sts is not None:
         suite.sts.require_primary()  # one line before any model loads
-    runs = [evaluate_model(model, args, suite, data_dir) for model in models]
+    runs: list[Evaluated] = []
+    for model in models:  # models of one kind and dimension: their metrics are averaged
+        runs.append(evaluate_model(model, args, suite, data_dir, like=runs[0] if runs else None))
     for run in runs:
         print(run.label)
         print(run.tables)
@@ -121,7 +123,9 @@ def run_command(args: argparse.Namespace) -> int:
             "summary": {k: asdict(v) for k, v in summary.items()},
         }
     if others:
-        against = [evaluate_model(model, args, suite, data_dir) for model in others]
+        against: list[Evaluated] = []
+        for model in others:
+            against.append(evaluate_model(model, args, suite, data_dir, like=against[0] if against else None))
         comparison = compare(
             [r.metrics for r in runs], [r.metrics for r in against], [r.pairs for r in runs],
             [r.pairs for r in against],
@@ -151,17 +155,33 @@ class Evaluated:
     tables: str
     results: dict
     pairs: dict[str, tuple[np.ndarray, np.ndarray]]
+    #: what kind of encoder it is and its vectors' dimension: models averaged over seeds share both
+    kind: str = ""
+    dimension: int = 0
 
     def as_json(self) -> dict:
         return {"model": self.model, "pooler": self.pooler, "metrics": self.metrics} | self.results
 
 
-def evaluate_model(model: str, args: argparse.Namespace, suite: EvaluationSuite, data_dir: Path) -> Evaluated:
+def evaluate_model(
+    model: str,
+    args: argparse.Namespace,
+    suite: EvaluationSuite,
+    data_dir: Path,
+    like: Evaluated | None = None,
+) -> Evaluated:
     """``model`` encoded as the command's options say (pooler, dtype, dimensions, a post-processor fitted on
-    it or loaded) and evaluated by ``suite``."""
+    it or loaded) and evaluated by ``suite``; ``like``: a model of the same set (``--seeds``), whose kind and
+    dimension this one must share (checked before it is evaluated)."""
     args = argparse.Namespace(**(vars(args) | {"model": model}))
     dtype = args.dtype
     encoder = inference_encoder(args)
+    kind = f"{type(encoder).__name__} (pooler {encoder.pooler})"
+    if like is not None and (kind, encoder.dimension) != (like.kind, like.dimension):
+        raise ConfigError(
+            f"--seeds: {model} is a {kind} of {encoder.dimension} dimensions, {like.model} a {like.kind} of "
+            f"{like.dimension}: the runs of one set are one kind of model"
+        )
     # prompts: retrieval tasks encode queries and documents with them
     embedder: Embedder = Batched(encoder, args.batch_size, dim=dimensions(args.dim, encoder.dimension))
     label = f"{model} (pooler {encoder.pooler}{'' if dtype == 'fp32' else ', ' + dtype})"
@@ -184,7 +204,9 @@ def evaluate_model(model: str, args: argparse.Namespace, suite: EvaluationSuite,
     metrics, tables = suite.run(embedder)
     sts = suite.sts
     pairs = sts.metric_pairs(sts.last_report) if sts is not None and sts.last_report is not None else {}
-    return Evaluated(model, label, encoder.pooler, metrics, tables, dict(suite.results), pairs)
+    return Evaluated(
+        model, label, encoder.pooler, metrics, tables, dict(suite.results), pairs, kind, encoder.dimension
+    )
 
 
 def _has_seeds(folder: str) -> bool:
@@ -195,7 +217,10 @@ def seed_models(spec: str) -> list[str]:
     """``--seeds``: the models of a folder ``sentcl train --seeds`` wrote (its ``seed-N`` run folders), or a
     comma-separated list of models."""
     if "," in spec:
-        return [part.strip() for part in spec.split(",") if part.strip()]
+        models = [part.strip() for part in spec.split(",") if part.strip()]
+        if not models:
+            raise ConfigError(f"--seeds: {spec!r} names no model; name them: MODEL1,MODEL2,...")
+        return models
     folders = sorted(p for p in Path(spec).glob("seed-*") if p.is_dir())
     if not folders:
         raise ConfigError(

@@ -130,6 +130,17 @@ def test_a_static_table_that_cannot_be_its_models_is_refused(tiny_model_dir, tmp
     assert "\n" not in str(refused.value)
 
 
+def test_a_static_folder_without_its_tokenizer_says_so(tiny_model_dir, tmp_path):
+    """Issue 55: the message spoke of sentencepiece and tiktoken."""
+    StaticEncoder.from_config(static_config(tiny_model_dir, static_init="random")).save(tmp_path / "static")
+    for file in (tmp_path / "static").rglob("tokenizer*.json"):
+        file.unlink()
+    with pytest.raises(
+        ModelLoadError, match=r"static: no tokenizer files \(tokenizer\.json, .*beside the token"
+    ):
+        load_encoder(str(tmp_path / "static"))
+
+
 def static_recipe(tiny_model_dir, train_file, output_dir, data_dir, **data):
     return recipe_from_dict(
         {

@@ -44,6 +44,7 @@ from sentcl.encode_contract import SentenceTransformersContract
 from sentcl.model.backbone import (
     MODULE_DIR,
     STATIC_META,
+    TOKENIZER_FILES,
     ModelLoadError,
     packaged_model_path,
     read_json_object,
@@ -166,6 +167,11 @@ class StaticEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
             raise ModelLoadError(
                 f"{folder / STATIC_META}: dimension {recorded!r}, but {weights_file} holds vectors of "
                 f"{vectors.shape[1]}"
+            )
+        if not any((place / name).is_file() for place in (folder, module) for name in TOKENIZER_FILES):
+            raise ModelLoadError(
+                f"{folder}: no tokenizer files ({', '.join(TOKENIZER_FILES)}) beside the token vectors; a "
+                f"static model needs the tokenizer its table is indexed by (tokenizer.json)"
             )
         try:
             tokenizer = AutoTokenizer.from_pretrained(
@@ -362,6 +368,7 @@ TOP_FILES = (
     "tokenizer_config.json",
     "special_tokens_map.json",
     STATIC_META,
+    TOKENIZER_FILES,
 )
 #: files the module itself must have
 MODULE_FILES = ("model.safetensors", "tokenizer.json")

@@ -77,6 +77,9 @@ def _same(theirs, mine, atol: float = 1e-5) -> None:
         for a, b in zip(theirs, mine, strict=True):
             _same(a, b, atol)
         return
+    if isinstance(theirs, torch.Tensor) and theirs.dtype == torch.bfloat16:  # numpy has no bfloat16
+        assert mine.dtype == torch.bfloat16
+        theirs, mine = theirs.float(), mine.float()
     a, b = np.asarray(theirs), np.asarray(mine)
     assert b.shape == a.shape and b.dtype == a.dtype, (b.shape, b.dtype, a.shape, a.dtype)
     if a.dtype.kind == "f":
@@ -335,3 +338,51 @@ def test_a_pooling_sentcl_cannot_compute_is_refused_in_one_line(st_folder, tmp_p
     with pytest.raises(ModelLoadError, match=r"1_Pooling/config\.json: " + match) as refused:
         SentenceEncoder.load(str(folder))
     assert "\n" not in str(refused.value)
+
+
+# ------------------------------------------------------------------- the rest of the drop-in surface
+def test_load_takes_what_sentence_transformers_constructor_takes(st_folder):
+    """Issue 55: these keywords were a TypeError."""
+    options = {
+        "device": "cpu",
+        "truncate_dim": 8,
+        "prompts": {"search": "search: "},
+        "default_prompt_name": "search",
+        "similarity_fn_name": "dot",
+    }
+    theirs = SentenceTransformer(str(st_folder), **options)
+    ours = SentenceEncoder.load(str(st_folder), **options)
+    assert ours.prompts == theirs.prompts and ours.default_prompt_name == theirs.default_prompt_name
+    assert ours.similarity_fn_name == theirs.similarity_fn_name == "dot"
+    assert ours.get_sentence_embedding_dimension() == theirs.get_sentence_embedding_dimension() == 8
+    _same(theirs.encode(TEXTS), ours.encode(TEXTS))  # the default prompt, then the truncation
+    _same(theirs.encode(TEXTS, prompt=""), ours.encode(TEXTS, prompt=""))
+    _same(theirs.similarity(theirs.encode(TEXTS), theirs.encode(TEXTS)), ours.similarity(TEXTS, TEXTS), 1e-4)
+    with pytest.raises(EncodeArgumentError, match="default_prompt_name 'nope' is not one of"):
+        SentenceEncoder.load(str(st_folder), default_prompt_name="nope")
+
+
+def test_a_model_without_prompts_has_the_two_empty_ones(tiny_model_dir):
+    ours, theirs = SentenceEncoder.load(str(tiny_model_dir)), SentenceTransformer(str(tiny_model_dir))
+    assert ours.prompts == theirs.prompts == {"query": "", "document": ""}
+
+
+@pytest.mark.parametrize("cast", ["half", "bfloat16"])
+def test_half_and_bfloat16_give_vectors_in_that_dtype(st_folder, cast):
+    theirs = getattr(SentenceTransformer(str(st_folder), device="cpu"), cast)()
+    ours = getattr(SentenceEncoder.load(str(st_folder)), cast)()
+    for kwargs in ({}, {"convert_to_tensor": True}, {"convert_to_numpy": False}):
+        _same(theirs.encode(TEXTS, **kwargs), ours.encode(TEXTS, **kwargs), atol=2e-2)
+
+
+def test_multi_process_encoding_as_sentence_transformers_spells_it(ours):
+    single = ours.encode(TEXTS * 3, batch_size=2)
+    np.testing.assert_allclose(ours.encode(TEXTS * 3, batch_size=2, device=["cpu", "cpu"]), single, atol=1e-6)
+    pool = ours.start_multi_process_pool(["cpu", "cpu"])
+    try:
+        pooled = ours.encode(TEXTS * 3, pool=pool, batch_size=2, chunk_size=4, normalize_embeddings=True)
+        query = ours.encode(TEXTS, pool=pool, prompt_name="query")
+    finally:
+        ours.stop_multi_process_pool(pool)
+    np.testing.assert_allclose(pooled, ours.encode(TEXTS * 3, normalize_embeddings=True), atol=1e-6)
+    np.testing.assert_allclose(query, ours.encode(TEXTS, prompt_name="query"), atol=1e-6)

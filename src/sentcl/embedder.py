@@ -124,7 +124,7 @@ def for_role(embedder, role: str):
     """``embedder`` with its own prompt for ``role`` (``QUERY`` / ``DOCUMENT``) where its ``prompts`` has
     one; as it is otherwise (a model without prompts, or any plain Embedder)."""
     prompts = getattr(embedder, "prompts", None) or {}
-    return Prompted(embedder, prompts[role]) if role in prompts else embedder
+    return Prompted(embedder, prompts[role]) if prompts.get(role) else embedder
 
 
 class PromptRoles:

@@ -6,16 +6,23 @@ the same calls on both and compares):
 
 * one string → one vector ``[D]``; a list (tuple, array of strings) → ``[N, D]``; an empty list → shape
   ``(0,)`` (a list ``[]`` with ``convert_to_numpy=False``, an empty tensor with ``convert_to_tensor``);
-* ``prompt_name`` / ``prompt`` (the prompt wins when both are given, with a warning); every model has the
-  ``query`` and ``document`` prompts, empty unless it sets them;
+* ``prompt_name`` / ``prompt`` (the prompt wins when both are given, with a warning), else the model's
+  ``default_prompt_name``; every model's ``prompts`` hold ``query`` and ``document``, empty unless it sets
+  them;
 * ``truncate_dim`` (the model's ``truncate_dim`` by default) keeps the first dimensions, then
   ``normalize_embeddings`` scales each vector to unit length, then ``precision`` (float32, int8, uint8,
   binary, ubinary) quantizes, int8 / uint8 with ranges from the vectors themselves;
 * ``convert_to_tensor`` gives one tensor, ``convert_to_numpy`` (default) one array, neither a list of tensors;
-* ``device`` runs the model there; ``batch_size``, ``show_progress_bar`` as theirs;
+* ``device`` runs the model there; a list of devices (``["cpu", "cpu"]``, ``["cuda:0", "cuda:1"]``) encodes in
+  one worker process per entry, as does ``pool`` (``start_multi_process_pool`` / ``stop_multi_process_pool``),
+  on the engine of ``sentcl encode --device cpu,cpu`` (model/parallel.py); ``chunk_size`` as theirs;
+* a model in float16 (``half()``) gives float16 vectors, one in bfloat16 (``bfloat16()``) float32 arrays and
+  bfloat16 tensors, as theirs; ``batch_size``, ``show_progress_bar`` as theirs;
 * ``similarity`` / ``similarity_pairwise`` take embeddings (sentcl also takes texts) and use
   ``similarity_fn_name`` (cosine, dot, euclidean, manhattan: a negative distance), returning a tensor;
-* ``get_sentence_embedding_dimension`` / ``get_embedding_dimension``, ``max_seq_length``, ``tokenize``.
+* ``get_sentence_embedding_dimension`` / ``get_embedding_dimension``, ``max_seq_length``, ``tokenize``;
+* ``load(path, device=, truncate_dim=, prompts=, default_prompt_name=, similarity_fn_name=)`` as their
+  constructor takes them (``configure``).
 
 sentcl's own keyword names stay: ``normalize`` (= ``normalize_embeddings``) and ``show_progress``
 (= ``show_progress_bar``). Where sentcl refuses what sentence-transformers lets pass, it says so: an unknown
@@ -30,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from sentcl.embedder import prompt_text, unit_rows
+from sentcl.embedder import DOCUMENT, QUERY, check_prompts, prompt_text, unit_rows
 from sentcl.errors import UserError
 from sentcl.search.quantization import EMBEDDING_PRECISIONS, quantize
 
@@ -99,7 +106,10 @@ class SentenceTransformersContract:
 
     #: the dimension ``encode`` truncates to by default (sentence-transformers' ``truncate_dim``)
     truncate_dim: int | None = None
+    #: the prompt ``encode`` puts before texts when it is given neither a prompt nor a prompt name
+    default_prompt_name: str | None = None
     _similarity_fn_name: str | None = None
+    _prompts: dict[str, str]
 
     if TYPE_CHECKING:  # what a subclass gives
 
@@ -107,7 +117,6 @@ class SentenceTransformersContract:
         def dimension(self) -> int: ...
 
         source: str | None
-        prompts: dict[str, str]
         tokenizer: Any
 
         def _place(self, device: str) -> None: ...
@@ -142,10 +151,6 @@ class SentenceTransformersContract:
         where = self.source or "encode"
         if unknown:
             raise EncodeArgumentError(f"encode: unknown keyword(s) {', '.join(sorted(unknown))}")
-        if pool is not None or chunk_size is not None:
-            raise EncodeArgumentError(
-                "encode: pool / chunk_size (multi-process) are not sentcl's; see sentcl encode --device"
-            )
         if output_value != "sentence_embedding":
             raise EncodeArgumentError(
                 f"encode: output_value {output_value!r}: sentcl returns sentence embeddings only"
@@ -166,13 +171,29 @@ class SentenceTransformersContract:
                 f"encode: truncate_dim must be a positive integer, got {truncate_dim!r}"
             )
         texts, single = as_texts(sentences)
+        if prompt is None and prompt_name is None:
+            prompt_name = self.default_prompt_name
         before = prompt_text(self.prompts, prompt_name, prompt, where)
-        if device is not None:
+        if chunk_size is not None and (
+            isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1
+        ):
+            raise EncodeArgumentError(f"encode: chunk_size must be a positive integer, got {chunk_size!r}")
+        devices = list(device) if isinstance(device, (list, tuple)) else None
+        if device is not None and devices is None:
             self._place(device)
+        out_dtype = self._output_dtype()
         if texts:
-            vectors = self._embed(
-                [before + t for t in texts], batch_size, show_progress_bar, self._prompt_length(before)
-            )
+            prefixed, skip = [before + t for t in texts], self._prompt_length(before)
+            if pool is not None:
+                vectors = pool.embed(prefixed, batch_size, skip, chunk_size, show_progress_bar)
+            elif devices is not None:
+                started = self.start_multi_process_pool(devices)
+                try:
+                    vectors = started.embed(prefixed, batch_size, skip, chunk_size, show_progress_bar)
+                finally:
+                    started.close()
+            else:
+                vectors = self._embed(prefixed, batch_size, show_progress_bar, skip)
             if truncate_dim is not None:
                 vectors = vectors[:, :truncate_dim]
             if normalize_embeddings:
@@ -181,13 +202,85 @@ class SentenceTransformersContract:
             if precision != "float32":
                 vectors = quantize(vectors, precision)
         result: Any
-        if convert_to_tensor:
-            result = torch.from_numpy(vectors) if texts else torch.tensor([])
-        elif convert_to_numpy:
-            result = vectors if texts else np.array([])
-        else:
-            result = [torch.from_numpy(row) for row in vectors] if texts else []
+        as_tensor = precision == "float32" and out_dtype != torch.float32
+        if not texts:
+            result = torch.tensor([]) if convert_to_tensor else np.array([]) if convert_to_numpy else []
+        elif convert_to_tensor or not convert_to_numpy:
+            tensor = torch.from_numpy(vectors).to(out_dtype) if as_tensor else torch.from_numpy(vectors)
+            result = tensor if convert_to_tensor else list(tensor)
+        else:  # numpy has no bfloat16: theirs is float32 then
+            result = vectors.astype(np.float16) if as_tensor and out_dtype == torch.float16 else vectors
         return result[0] if single else result
+
+    def _output_dtype(self) -> torch.dtype:
+        """The dtype of the model's weights where it has them (``half()``, ``bfloat16()``), else float32."""
+        parameters = getattr(self, "parameters", None)
+        if parameters is None:
+            return torch.float32
+        for parameter in parameters():
+            if parameter.is_floating_point():
+                return parameter.dtype
+        return torch.float32
+
+    # ------------------------------------------------------------------- sentence-transformers' own
+    @property
+    def prompts(self) -> dict[str, str]:
+        """name → the text put before sentences; ``query`` and ``document`` are always there (empty unless
+        the model sets them), as in sentence-transformers."""
+        return self._prompts
+
+    @prompts.setter
+    def prompts(self, value: dict[str, str] | None) -> None:
+        object.__setattr__(self, "_prompts", {QUERY: "", DOCUMENT: ""} | dict(value or {}))
+
+    def configure(
+        self,
+        device: str | None = None,
+        truncate_dim: int | None = None,
+        prompts: dict[str, str] | None = None,
+        default_prompt_name: str | None = None,
+        similarity_fn_name: str | None = None,
+    ):
+        """What sentence-transformers' constructor sets beside the model: the device, the default
+        ``truncate_dim``, prompts (over the saved ones), the default prompt and the similarity function."""
+        if truncate_dim is not None and (
+            isinstance(truncate_dim, bool) or not isinstance(truncate_dim, int) or truncate_dim < 1
+        ):
+            raise EncodeArgumentError(f"truncate_dim must be a positive integer, got {truncate_dim!r}")
+        if prompts is not None:
+            self.prompts = self.prompts | check_prompts(prompts, "prompts")
+        if default_prompt_name is not None:
+            if default_prompt_name not in self.prompts:
+                known = ", ".join(sorted(self.prompts))
+                raise EncodeArgumentError(
+                    f"default_prompt_name {default_prompt_name!r} is not one of the model's prompts ({known})"
+                )
+            self.default_prompt_name = default_prompt_name
+        if similarity_fn_name is not None:
+            self.similarity_fn_name = similarity_fn_name
+        if truncate_dim is not None:
+            self.truncate_dim = truncate_dim
+        if device is not None:
+            self._place(device)
+        return self
+
+    def start_multi_process_pool(self, target_devices: Sequence[str] | None = None):
+        """Worker processes, one per device (default: 4 CPU processes, as theirs), each holding this model;
+        ``encode(texts, pool=pool)`` uses them, ``stop_multi_process_pool(pool)`` ends them."""
+        from sentcl.model.parallel import EncodePool
+
+        if target_devices is None:
+            count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+            target_devices = [f"cuda:{i}" for i in range(count)] or ["cpu"] * 4
+        return EncodePool(self, list(target_devices))
+
+    @staticmethod
+    def stop_multi_process_pool(pool) -> None:
+        pool.close()
+
+    def _pool_payload(self):
+        """What a worker process gets to hold this model: the model itself (pickled), by default."""
+        return self
 
     def _prompt_length(self, prompt: str) -> int:
         """How many first tokens of a text the pooling leaves out: none unless the model's Pooling has

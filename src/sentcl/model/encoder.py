@@ -212,7 +212,7 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
         self.inference_autocast: torch.dtype | None = None  # with_dtype("bf16"): bf16 autocast in encode
         self.frozen = False  # frozen_copy(): eval mode whatever train() asks
         #: name → the text put before each sentence (sentence-transformers' ``prompts``), saved with the model
-        self.prompts: dict[str, str] = {}
+        self.prompts = {}
         #: sentence-transformers' Pooling ``include_prompt``: false leaves a prompt's tokens (and [CLS]) out
         #: of the pooling when encoding with a prompt (the backbone still reads them)
         self.include_prompt = True
@@ -259,11 +259,21 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
 
     @classmethod
     def load(
-        cls, name_or_path: str, pooler: str | None = None, allow_pickle: bool = False
+        cls,
+        name_or_path: str,
+        pooler: str | None = None,
+        allow_pickle: bool = False,
+        *,
+        device: str | None = None,
+        truncate_dim: int | None = None,
+        prompts: dict[str, str] | None = None,
+        default_prompt_name: str | None = None,
+        similarity_fn_name: str | None = None,
     ) -> SentenceEncoder:
         """Load for encoding: a sentcl folder keeps its pooler and head, a sentence-transformers
         folder its pooling mode; any other model gets ``pooler`` (default ``avg``). Remote code is
-        never run, and pickled weights (pytorch_model.bin) are refused unless ``allow_pickle``."""
+        never run, and pickled weights (pytorch_model.bin) are refused unless ``allow_pickle``. The keyword
+        arguments are sentence-transformers' constructor's (``configure``)."""
         resolved = resolve_model_path(name_or_path)
         folder = Path(resolved)
         try:
@@ -327,9 +337,12 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
         )
         encoder.source = str(Path(name_or_path).resolve()) if Path(name_or_path).exists() else name_or_path
         encoder.prompts = saved_prompts(folder, meta)
+        encoder.default_prompt_name = saved_default_prompt(folder, meta, encoder.prompts)
         encoder.include_prompt = include_prompt
         encoder.similarity_fn_name = saved_similarity(folder, meta)
-        return encoder.eval()
+        return encoder.eval().configure(
+            device, truncate_dim, prompts, default_prompt_name, similarity_fn_name
+        )
 
     # ----------------------------------------------------------------------------------- forward
     def _pool(
@@ -591,6 +604,7 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
                     rows,
                     self.similarity_fn_name,
                     self.include_prompt,
+                    self.default_prompt_name,
                 )
             else:
                 logger.warning("%s: not loadable by sentence-transformers: %s", path, reason)
@@ -604,6 +618,7 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
                 "mlp_only_train": bool(self.head is not None and self.head.train_only),
                 "max_seq_length": self.max_length,
                 "prompts": self.prompts,
+                "default_prompt_name": self.default_prompt_name,
                 "modules": describe(rows, self.output_modules),
                 "similarity_fn_name": self.similarity_fn_name,
                 "sentence_transformers": {"exported": reason is None, "reason": reason},
@@ -696,6 +711,25 @@ def saved_prompts(folder: Path, meta: dict | None = None) -> dict[str, str]:
         return check_prompts(value, str(source))
     except PromptError as exc:
         raise ModelLoadError(str(exc)) from None
+
+
+def saved_default_prompt(folder: Path, meta: dict | None, prompts: dict[str, str]) -> str | None:
+    """The default prompt name a model folder records (sentcl.json's, else sentence-transformers'), or None;
+    one the model has no prompt of is a ModelLoadError naming the file."""
+    if not folder.is_dir():
+        return None
+    source = folder / SENTCL_META if meta is not None and "default_prompt_name" in meta else None
+    try:
+        if source is None:
+            source = folder / "config_sentence_transformers.json"
+            value = (read_json_object(source) or {}).get("default_prompt_name")
+        else:
+            value = meta["default_prompt_name"]  # type: ignore[index]
+    except ValueError as exc:
+        raise ModelLoadError(_one_line(exc)) from None
+    if value is not None and (not isinstance(value, str) or value not in prompts):
+        raise ModelLoadError(f"{source}: default_prompt_name {value!r} is not one of its prompts")
+    return value
 
 
 def saved_similarity(folder: Path, meta: dict | None = None) -> str | None:

@@ -111,6 +111,7 @@ def export_onnx(encoder, folder: str | Path, int8: bool = False, overwrite: bool
                 "prompts": encoder.prompts,
                 "similarity_fn_name": encoder.similarity_fn_name,
                 "include_prompt": encoder.include_prompt,  # false: the graph reads the mask's NOT_POOLED
+                "default_prompt_name": encoder.default_prompt_name,
                 "modules": [module.kind for module in encoder.output_modules],  # in the graph
             }
             (tmp / ONNX_META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
@@ -129,16 +130,31 @@ class OnnxEncoder(PromptRoles, SentenceTransformersContract):
         self.max_length = int(meta["max_seq_length"])
         self.precision = meta["precision"]
         self.source = source
-        self.prompts: dict[str, str] = dict(meta.get("prompts") or {})  # checked by _check_meta
+        self.prompts = dict(meta.get("prompts") or {})  # checked by _check_meta
         self.similarity_fn_name = meta.get("similarity_fn_name")  # checked by _check_meta
         self.include_prompt = meta.get("include_prompt", True)  # checked by _check_meta
+        self.default_prompt_name = meta.get("default_prompt_name")
+        #: the folder it was loaded from (what a worker process of a pool loads); None once it is gone
+        self.folder: str | None = None
 
     @property
     def dimension(self) -> int:
         return self._dimension
 
     @classmethod
-    def load(cls, folder: str | Path, threads: int | None = None) -> OnnxEncoder:
+    def load(
+        cls,
+        folder: str | Path,
+        threads: int | None = None,
+        *,
+        device: str | None = None,
+        truncate_dim: int | None = None,
+        prompts: dict[str, str] | None = None,
+        default_prompt_name: str | None = None,
+        similarity_fn_name: str | None = None,
+    ) -> OnnxEncoder:
+        """An exported folder in ONNX Runtime; the keyword arguments are sentence-transformers'
+        constructor's (``configure``)."""
         ort = require("onnxruntime", "onnx", "an ONNX model")
         folder = Path(folder)
         meta_file = folder / ONNX_META
@@ -168,7 +184,8 @@ class OnnxEncoder(PromptRoles, SentenceTransformersContract):
             raise ModelLoadError(f"{folder}: the ONNX export cannot be loaded ({reason})") from None
         encoder = cls(session, tokenizer, meta, str(folder.resolve()))
         encoder.check()
-        return encoder
+        encoder.folder = str(folder.resolve())
+        return encoder.configure(device, truncate_dim, prompts, default_prompt_name, similarity_fn_name)
 
     def check(self) -> None:
         """One short sentence through the graph: the graph's inputs and outputs are the ones sentcl exports,
@@ -206,6 +223,15 @@ class OnnxEncoder(PromptRoles, SentenceTransformersContract):
             loaded = cls.load(export_onnx(encoder, Path(tmp) / "model", int8=int8))
         loaded.source = encoder.source
         return loaded
+
+    def _pool_payload(self):
+        """A session cannot be pickled: a worker process loads the folder."""
+        if self.folder is None or not Path(self.folder).is_dir():
+            raise ConfigError(
+                f"{self.source}: an ONNX model made in memory has no folder for worker processes to load; "
+                f"export it (sentcl export --onnx) and load that folder"
+            )
+        return self.folder
 
     def _place(self, device) -> None:
         if str(device) not in ("cpu", "auto"):

@@ -43,6 +43,7 @@ def write_sentence_transformers_files(
     output_rows: list[dict] | None = None,
     similarity_fn_name: str = "cosine",
     include_prompt: bool = True,
+    default_prompt_name: str | None = None,
 ) -> None:
     """modules.json and the configs beside it; ``output_rows``: the modules.json rows of the Dense and
     Normalize modules already written after the pooling (model/modules.py)."""
@@ -84,7 +85,8 @@ def write_sentence_transformers_files(
     )
     # the prompts load there too: SentenceTransformer(path).encode_query / encode(prompt_name=...)
     settings = {
-        "prompts": dict(prompts or {}), "default_prompt_name": None, "similarity_fn_name": similarity_fn_name,
+        "prompts": dict(prompts or {}), "default_prompt_name": default_prompt_name,
+        "similarity_fn_name": similarity_fn_name,
     }  # fmt: skip
     _write_json(folder / "config_sentence_transformers.json", settings)
 

@@ -92,7 +92,7 @@ class StaticEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
         #: a sentence-transformers Normalize after the table (model2vec's ``normalize: true``): unit vectors
         self.normalize = False
         self.max_length = None  # type: ignore[assignment]  # every token counts, as in sentence-transformers
-        self.prompts: dict[str, str] = {}
+        self.prompts = {}
         self.frozen = False
 
     # ------------------------------------------------------------------ building
@@ -123,9 +123,21 @@ class StaticEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
         return encoder
 
     @classmethod
-    def load(cls, name_or_path: str, pooler: str | None = None, allow_pickle: bool = False) -> StaticEncoder:
+    def load(
+        cls,
+        name_or_path: str,
+        pooler: str | None = None,
+        allow_pickle: bool = False,
+        *,
+        device: str | None = None,
+        truncate_dim: int | None = None,
+        prompts: dict[str, str] | None = None,
+        default_prompt_name: str | None = None,
+        similarity_fn_name: str | None = None,
+    ) -> StaticEncoder:
         """A folder ``save`` wrote, or a sentence-transformers folder whose first module is a
-        ``StaticEmbedding`` (model2vec's table folded in as sentence-transformers folds it)."""
+        ``StaticEmbedding`` (model2vec's table folded in as sentence-transformers folds it). The keyword
+        arguments are sentence-transformers' constructor's (``configure``)."""
         if pooler not in (None, "static"):
             raise ModelLoadError(f"{name_or_path}: a static model has no pooler to choose ({pooler!r})")
         folder = Path(resolve_model_path(name_or_path))
@@ -190,8 +202,11 @@ class StaticEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
         encoder.init = str(meta.get("init", ""))
         encoder.prompts = dict(meta.get("prompts") or {})
         encoder.similarity_fn_name = meta.get("similarity_fn_name")
+        encoder.default_prompt_name = meta.get("default_prompt_name")
         encoder.normalize = normalize
-        return encoder.eval()
+        return encoder.eval().configure(
+            device, truncate_dim, prompts, default_prompt_name, similarity_fn_name
+        )
 
     # ------------------------------------------------------------------ the training path
     def _mean(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -323,13 +338,16 @@ class StaticEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
             if self.normalize:  # sentence-transformers' Normalize keeps no files; its folder is there
                 modules.append({"idx": 1, "name": "1", "path": "1_Normalize", "type": NORMALIZE_TYPE})
                 (tmp / "1_Normalize").mkdir()
-            st_config: dict[str, object] = {"prompts": self.prompts, "default_prompt_name": None}
+            st_config: dict[str, object] = {
+                "prompts": self.prompts, "default_prompt_name": self.default_prompt_name,
+            }  # fmt: skip
             if self.similarity_fn_name:
                 st_config["similarity_fn_name"] = self.similarity_fn_name
             meta = {
                 "format_version": FORMAT_VERSION, "pooler": "static", "dimension": self.dimension,
                 "vocabulary": int(weight.shape[0]), "init": self.init, "source": self.source,
                 "prompts": self.prompts, "similarity_fn_name": self.similarity_fn_name,
+                "default_prompt_name": self.default_prompt_name,
             }  # fmt: skip
             for name, content in (
                 ("modules.json", modules),
@@ -368,7 +386,6 @@ TOP_FILES = (
     "tokenizer_config.json",
     "special_tokens_map.json",
     STATIC_META,
-    TOKENIZER_FILES,
 )
 #: files the module itself must have
 MODULE_FILES = ("model.safetensors", "tokenizer.json")

@@ -92,6 +92,37 @@ class FakeHub:
         return sum(1 for method, path in self.requests if method == "GET" and path.endswith("/" + name))
 
 
+class SilentHub:
+    """A server on 127.0.0.1 that takes every connection and never answers (``HF_ENDPOINT`` at a hub that
+    hangs); the connections are closed when it stops."""
+
+    def __init__(self):
+        import socket
+
+        self.socket = socket.socket()
+        self.socket.bind(("127.0.0.1", 0))
+        self.socket.listen(64)
+        self.endpoint = f"http://127.0.0.1:{self.socket.getsockname()[1]}"
+        self.connections: list = []
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self.socket.accept()
+            except OSError:  # closed
+                return
+            self.connections.append(connection)
+
+    def __enter__(self) -> SilentHub:
+        threading.Thread(target=self._accept, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.socket.close()
+        for connection in self.connections:
+            connection.close()
+
+
 def folder_files(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 

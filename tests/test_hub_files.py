@@ -82,3 +82,55 @@ def test_what_cannot_be_had_is_one_line(online, monkeypatch, case):
     assert "\n" not in str(info.value)
     assert ("HF_HUB_OFFLINE is set and the cache has no copy" in str(info.value)) == (case == "offline")
     assert bool(hub.requests) == (case == "missing")  # offline asks nothing
+
+
+def test_a_hub_that_never_answers_is_one_line_within_the_timeout(tmp_path, monkeypatch, online_hub, caplog):
+    """Issue 55: 424 s of silence, then an error that did not say it timed out."""
+    import time
+
+    from sentcl.config import ConfigError
+    from sentcl.data.named import resolve_train_file
+    from tests.hub_server import SilentHub
+
+    monkeypatch.delenv("SENTCL_DATA", raising=False)
+    monkeypatch.setenv("SENTCL_HUB_TIMEOUT", "1")
+    with SilentHub() as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+        started = time.monotonic()
+        with pytest.raises(ConfigError, match=rf"did not answer in 1 s \(SENTCL_HUB_TIMEOUT\)") as refused:
+            resolve_train_file("simcse:nli", "data.train_file")
+        waited = time.monotonic() - started
+    assert "\n" not in str(refused.value) and hub.endpoint in str(refused.value)
+    assert waited < 30  # bounded by the timeout (1 s), not by huggingface_hub's retries (minutes)
+
+
+def test_downloading_is_said_online_and_never_offline(tmp_path, monkeypatch, online_hub, caplog):
+    from huggingface_hub import constants
+
+    with (
+        FakeHub({"owner/set/file.txt": b"hello\n"}) as hub,
+        caplog.at_level("INFO", logger="sentcl.hub_files"),
+    ):
+        monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+        hub_file("owner/set", "file.txt")
+        assert f"downloading owner/set/file.txt from {hub.endpoint}" in caplog.text
+        caplog.clear()
+        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+        hub_file("owner/set", "file.txt")  # the cached copy
+    assert "downloading" not in caplog.text
+
+
+def test_a_corrupt_static_model_download_says_so(tmp_path, monkeypatch, online_hub, tiny_model_dir):
+    """Issue 55: the hash failure was a WARNING and the error blamed a missing model_type."""
+    from sentcl.model import StaticEncoder, load_encoder
+    from sentcl.model.backbone import ModelLoadError
+    from sentcl.model.encoder import ModelConfig
+    from tests.hub_server import folder_files
+
+    config = ModelConfig(str(tiny_model_dir), architecture="static", static_dim=8, static_init="random")
+    folder = StaticEncoder.from_config(config).save(tmp_path / "static")
+    files = {f"owner/static/{name}": content for name, content in folder_files(folder).items()}
+    with FakeHub(files, corrupt={"owner/static/modules.json"}) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+        with pytest.raises(ModelLoadError, match=r"owner/static/modules.json: sha256 .* does not match"):
+            load_encoder("owner/static")

@@ -6,6 +6,11 @@ states for it (the ETag: a sha256 for files stored in LFS, the git blob sha1 for
 copy that does not match, so the cache never holds a corrupt file. ``HF_ENDPOINT`` (a mirror, or a local
 server in the tests) and ``HF_HUB_OFFLINE`` mean what they mean to ``huggingface_hub``; ``HF_ENDPOINT`` is
 read at each call, not once at import.
+
+A server that takes the connection and never answers is waited for ``$SENTCL_HUB_TIMEOUT`` seconds (default
+30) before anything is downloaded: then one HubTimeoutError says so (or the cached copy is used, with a
+warning), instead of huggingface_hub's retries (measured: 396 s of silence). Online, each download is said
+at INFO before it starts ("downloading X from ENDPOINT"), and huggingface_hub shows its progress.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import logging
 import os
 import re
 import shutil
+import threading
 from pathlib import Path
 
 from sentcl.errors import UserError
@@ -27,6 +33,48 @@ _SHA1 = re.compile(r"[0-9a-f]{40}")
 
 class HubFileError(UserError, RuntimeError):
     """A hub file that could not be had, or whose content does not match the hub's hash."""
+
+
+class HubFileCorruptError(HubFileError):
+    """A downloaded file whose content does not match the hub's hash (removed from the cache)."""
+
+
+class HubTimeoutError(HubFileError):
+    """The hub (or HF_ENDPOINT) took the connection and did not answer in time."""
+
+
+#: the default of $SENTCL_HUB_TIMEOUT: seconds a server may stay silent before sentcl gives up on it
+HUB_TIMEOUT = 30.0
+
+
+def hub_timeout() -> float:
+    value = os.environ.get("SENTCL_HUB_TIMEOUT", "")
+    try:
+        seconds = float(value) if value else HUB_TIMEOUT
+    except ValueError:
+        raise HubFileError(f"SENTCL_HUB_TIMEOUT={value!r} is not a number of seconds") from None
+    if not seconds > 0:
+        raise HubFileError(f"SENTCL_HUB_TIMEOUT={value!r} is not a positive number of seconds")
+    return seconds
+
+
+def _answers(url: str, endpoint: str | None, seconds: float) -> bool:
+    """Whether the server answers a HEAD of ``url`` (any answer, an error status included) within
+    ``seconds``; the request runs in a daemon thread, so a silent server never holds the process."""
+    from huggingface_hub import get_hf_file_metadata
+
+    done = threading.Event()
+
+    def ask() -> None:
+        try:
+            get_hf_file_metadata(url, timeout=seconds, endpoint=endpoint)
+        except Exception:  # an answer that is an error: the download says what it is
+            pass
+        finally:
+            done.set()
+
+    threading.Thread(target=ask, daemon=True, name="sentcl-hub-probe").start()
+    return done.wait(seconds)
 
 
 def cache_dir() -> Path:
@@ -56,13 +104,25 @@ def hub_file_if_present(
 def _download(
     repo: str, filename: str, repo_type: str, revision: str | None, missing_ok: bool
 ) -> Path | None:
-    from huggingface_hub import hf_hub_download
+    from huggingface_hub import constants, hf_hub_download, hf_hub_url
     from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
 
+    endpoint = os.environ.get("HF_ENDPOINT") or None
+    local_only, silence = bool(constants.HF_HUB_OFFLINE), ""
+    if not local_only:
+        seconds = hub_timeout()
+        where = endpoint or constants.ENDPOINT
+        url = hf_hub_url(repo, filename, repo_type=repo_type, revision=revision, endpoint=endpoint)
+        if not _answers(url, endpoint, seconds):
+            local_only = True
+            silence = f"the server at {where} did not answer in {seconds:g} s (SENTCL_HUB_TIMEOUT)"
+            logger.warning("%s/%s: %s; looking in the cache", repo, filename, silence)
+        else:
+            logger.info("downloading %s/%s from %s …", repo, filename, where)
     try:
         path = hf_hub_download(
             repo, filename, repo_type=repo_type, revision=revision, cache_dir=cache_dir() / "hub",
-            endpoint=os.environ.get("HF_ENDPOINT") or None,
+            endpoint=endpoint, local_files_only=local_only,
         )  # fmt: skip
     except EntryNotFoundError as exc:
         if missing_ok and (
@@ -70,9 +130,9 @@ def _download(
             or _known_missing(repo, filename, repo_type, revision)
         ):
             return None
-        raise _failed(repo, filename, exc) from None
+        raise _failed(repo, filename, exc, silence) from None
     except Exception as exc:  # network, offline mode, 404, size mismatch: all one line for the caller
-        raise _failed(repo, filename, exc) from None
+        raise _failed(repo, filename, exc, silence) from None
     verify(Path(path), f"{repo}/{filename}")
     return Path(path)
 
@@ -87,9 +147,11 @@ def _known_missing(repo: str, filename: str, repo_type: str, revision: str | Non
     return found is not None and not isinstance(found, str)  # huggingface_hub's "known not to exist" marker
 
 
-def _failed(repo: str, filename: str, exc: Exception) -> HubFileError:
+def _failed(repo: str, filename: str, exc: Exception, silence: str = "") -> HubFileError:
     from huggingface_hub import constants
 
+    if silence:  # the server was silent and the cache has no copy
+        return HubTimeoutError(f"{repo}/{filename}: could not be downloaded ({silence})")
     if constants.HF_HUB_OFFLINE:
         reason = "HF_HUB_OFFLINE is set and the cache has no copy"
     else:
@@ -107,10 +169,12 @@ def verify(path: Path, label: str) -> None:
         kind, actual = "git sha1", _digest(blob, hashlib.sha1(f"blob {blob.stat().st_size}\0".encode()))
     else:
         _remove(path, blob)
-        raise HubFileError(f"{label}: the hub gave no hash to check it against (ETag {etag!r}); not kept")
+        raise HubFileCorruptError(
+            f"{label}: the hub gave no hash to check it against (ETag {etag!r}); not kept"
+        )
     if actual != etag:
         _remove(path, blob)
-        raise HubFileError(
+        raise HubFileCorruptError(
             f"{label}: {kind} {actual[:12]}… does not match the hub's {etag[:12]}…; the download was corrupt "
             "and is removed from the cache: try again"
         )

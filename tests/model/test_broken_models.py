@@ -209,3 +209,19 @@ def test_roberta_positions_start_after_the_padding_index():
 
     assert position_limit(RobertaConfig(max_position_embeddings=514, pad_token_id=1)) == 512
     assert position_limit(BertConfig(max_position_embeddings=512)) == 512
+
+
+def test_a_missing_folder_beside_its_parent_is_no_such_folder(tmp_path, monkeypatch):
+    """Issue 55: ``runs/nope`` (with a runs/ folder here) was asked of the hub, and the error was a connection
+    error."""
+    from sentcl.model.backbone import resolve_model_path
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").mkdir()
+    with pytest.raises(
+        ModelLoadError, match=r"^runs/nope: no such folder \(and not a hub id: runs/ is a folder"
+    ):
+        resolve_model_path("runs/nope")
+    with pytest.raises(ModelLoadError, match=r"^a/b/c: no such folder, and not a hub id"):
+        resolve_model_path("a/b/c")
+    assert resolve_model_path("owner/name") == "owner/name"  # a hub id stays one

@@ -76,7 +76,7 @@ def test_encode_is_the_mean_of_the_tokens_and_sentence_transformers_loads_the_sa
     assert type(st[0]).__name__ == "StaticEmbedding" and st.prompts.get("query") == "query: "
     np.testing.assert_allclose(st.encode(TEXTS), got, atol=1e-6)
     loaded = load_encoder(str(tmp_path / "static"))
-    assert isinstance(loaded, StaticEncoder) and loaded.prompts == {"query": "query: "}
+    assert isinstance(loaded, StaticEncoder) and loaded.prompts == {"query": "query: ", "document": ""}
     np.testing.assert_allclose(loaded.encode(TEXTS), got, atol=1e-6)
     # a sentence-transformers static folder sentcl did not write loads too
     st.save(str(tmp_path / "from-st"))
@@ -272,7 +272,7 @@ def test_a_static_model_on_the_hub_loads_by_its_id_checked_and_cached(
     with FakeHub(files, corrupt={weights}) as hub:
         monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
         loaded = load_encoder("someone/static-8")
-        assert isinstance(loaded, StaticEncoder) and loaded.prompts == {"query": "query: "}
+        assert isinstance(loaded, StaticEncoder) and loaded.prompts == {"query": "query: ", "document": ""}
         np.testing.assert_array_equal(loaded.encode(TEXTS), encoder.encode(TEXTS))
         assert hub.downloads("model.safetensors") == 1
         # a repository whose first module is not a table, and one without a modules.json: not static

@@ -110,6 +110,12 @@ def resolve_model_path(name_or_path: str) -> str:
         return packaged
     if name_or_path.startswith((".", "/", "~")):
         raise ModelLoadError(f"{name_or_path}: no such folder")
+    if name_or_path.count("/") > 1:
+        raise ModelLoadError(f"{name_or_path}: no such folder, and not a hub id (owner/name)")
+    if "/" in name_or_path and path.parent.is_dir():  # runs/nope beside a runs/ folder: a path
+        raise ModelLoadError(
+            f"{name_or_path}: no such folder (and not a hub id: {path.parent}/ is a folder here)"
+        )
     return name_or_path  # a hub id
 
 

@@ -398,7 +398,13 @@ def hub_static_folder(name: str) -> Path | None:
     (hub_files.py). ``None`` for a local path, a packaged model, or a repository without such a
     ``modules.json`` or out of reach (the transformer loader then says what is wrong). A static repository
     whose files cannot be had is one ``ModelLoadError`` naming the file."""
-    from sentcl.hub_files import HubFileError, hub_file, hub_file_if_present
+    from sentcl.hub_files import (
+        HubFileCorruptError,
+        HubFileError,
+        HubTimeoutError,
+        hub_file,
+        hub_file_if_present,
+    )
 
     if name.count("/") != 1 or name.startswith((".", "/", "~")) or Path(name).expanduser().exists():
         return None  # not a hub id
@@ -406,6 +412,8 @@ def hub_static_folder(name: str) -> Path | None:
         return None
     try:
         modules = hub_file_if_present(name, "modules.json", repo_type="model")
+    except (HubFileCorruptError, HubTimeoutError) as exc:  # said as it is, not as another loader's failure
+        raise ModelLoadError(str(exc)) from None
     except HubFileError:
         return None
     if modules is None or (module := static_module_dir(modules.parent)) is None:

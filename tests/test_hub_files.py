@@ -97,7 +97,7 @@ def test_a_hub_that_never_answers_is_one_line_within_the_timeout(tmp_path, monke
     with SilentHub() as hub:
         monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
         started = time.monotonic()
-        with pytest.raises(ConfigError, match=rf"did not answer in 1 s \(SENTCL_HUB_TIMEOUT\)") as refused:
+        with pytest.raises(ConfigError, match=r"did not answer in 1 s \(SENTCL_HUB_TIMEOUT\)") as refused:
             resolve_train_file("simcse:nli", "data.train_file")
         waited = time.monotonic() - started
     assert "\n" not in str(refused.value) and hub.endpoint in str(refused.value)

@@ -80,7 +80,10 @@ def check_replaceable(path: str | Path, kind: str, overwrite: bool = False, what
     entries = sorted(entry.name for entry in path.iterdir())
     if not entries or overwrite:
         return
-    advice = "pass --overwrite to replace what sentcl writes there (your own files stay), or name a new one"
+    advice = (
+        "pass --overwrite (overwrite=True from Python) to replace what sentcl writes there (your own files "
+        "stay), or name a new one"
+    )
     record = _marker(path)
     if record and record.get("kind") != kind:
         raise OutputExistsError(
@@ -104,7 +107,8 @@ def check_file_target(path: str | Path, what: str = "", overwrite: bool = False)
         raise OutputExistsError(f"{label}: a folder is there; name a file")
     if (path.exists() or path.is_symlink()) and not overwrite:
         raise OutputExistsError(
-            f"{label}: a file is already there; pass --overwrite to replace it, or name another file"
+            f"{label}: a file is already there; pass --overwrite (overwrite=True from Python) to replace "
+            f"it, or name another file"
         )
 
 

@@ -356,3 +356,41 @@ def test_a_data_dir_without_stsb_dev_is_one_line(argv, tiny_model_dir, tmp_path,
     err = capsys.readouterr().err.strip()
     assert "Traceback" not in err and "no sts-dev.csv under" in err.splitlines()[-1]
     assert not (tmp_path / "out").exists()
+
+
+def test_the_top_help_imports_no_command_and_says_what_each_module_says():
+    """Issue 55: ``sentcl --help`` imported the whole package (5 s; 17–33 s on a loaded machine)."""
+    import argparse
+    import subprocess
+    import sys
+
+    from sentcl.cli.main import COMMANDS, build_parser
+
+    probe = (
+        "import sys\nfrom sentcl.cli.main import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "heavy = sorted(m for m in ('torch', 'transformers', 'numpy', 'sentcl.model', 'sentcl.cli.train') "
+        "if m in sys.modules)\nprint('HEAVY', heavy)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert "HEAVY []" in out and "evaluate a model: STS, SentEval transfer" in out
+    (full,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    own = {choice.dest: choice.help for choice in full._choices_actions}
+    assert {name: summary for name, (_, summary) in COMMANDS.items()} == {
+        name: own[name] for name in COMMANDS
+    }
+
+
+def test_every_option_of_every_command_has_help():
+    import argparse
+
+    from sentcl.cli.main import build_parser
+
+    (subparsers,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    bare = [
+        f"{name} {action.option_strings or action.dest}"
+        for name, parser in subparsers.choices.items()
+        for action in parser._actions
+        if action.help is None and not isinstance(action, argparse._HelpAction)
+    ]
+    assert bare == []

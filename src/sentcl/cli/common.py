@@ -62,7 +62,9 @@ def add_dtype_arguments(
         "--dtype",
         choices=list(PRECISIONS),
         default=default,
-        help=f"inference precision (default {default}): bf16 autocast, int8 (the model exported to ONNX and "
+        help=f"inference precision (default {default}; the rule: commands that report scores, evaluate and "
+        "mteb, default to fp32 so a score does not depend on the machine; commands that make vectors to use, "
+        "encode, index and serve, default to auto): bf16 autocast, int8 (the model exported to ONNX and "
         "quantised by ONNX Runtime, CPU), or auto (bf16 where the hardware runs it natively; on a CPU "
         "without native bf16, int8 for a model whose int8 STS-B dev checked within 0.3 of fp32, else fp32)",
     )
@@ -80,13 +82,14 @@ def add_dtype_arguments(
         )
 
 
-def add_overwrite_argument(p: argparse.ArgumentParser, option: str) -> None:
+def add_overwrite_argument(p: argparse.ArgumentParser, option: str, also: str = "") -> None:
+    """``--overwrite`` for the folder ``option`` names; ``also``: what else it lets the command replace."""
     p.add_argument(
         "--overwrite",
         action="store_true",
         help=f"write the {option} folder even where it holds files sentcl did not write: what sentcl writes "
         "is replaced, those files stay (without it only an empty folder, or one this command wrote, is "
-        "written); for evaluate also a file at --json",
+        f"written){'; also ' + also if also else ''}",
     )
 
 

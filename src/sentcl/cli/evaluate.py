@@ -38,7 +38,11 @@ NAMES = ("evaluate",)
 
 
 def add_parser(commands) -> None:
-    p = commands.add_parser("evaluate", parents=[PICKLES], help="evaluate a model on STS")
+    p = commands.add_parser(
+        "evaluate",
+        parents=[PICKLES],
+        help="evaluate a model: STS, SentEval transfer, your own pair files and retrieval (BEIR) folders",
+    )
     p.add_argument("model", help="a model folder, a sentcl run folder or a hub id")
     p.add_argument(
         "--pooler",
@@ -68,7 +72,7 @@ def add_parser(commands) -> None:
     )
     add_fit_arguments(p)
     p.add_argument("--save-postprocess", help="save the fitted post-processor in this folder")
-    add_overwrite_argument(p, "--save-postprocess")
+    add_overwrite_argument(p, "--save-postprocess", also="a file at --json")
     p.add_argument(
         "--seeds",
         action="store_true",

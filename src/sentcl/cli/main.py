@@ -1,30 +1,22 @@
 """``sentcl`` command line: the top parser, dispatch to the command modules beside this one (each holds its
 ``add_parser`` and ``run_command``), and the error policy: a :class:`~sentcl.errors.UserError` is one line
-and exit 2, a failure of the machine (a full disk, a permission) one line and exit 1, a bug its traceback."""
+and exit 2, a failure of the machine (a full disk, a permission) one line and exit 1, a bug its traceback.
+
+A command's module (and what it imports: torch, transformers) is imported only when that command is named:
+``sentcl --help`` reads the one-line summaries of :data:`COMMANDS` and imports no command
+(tests/cli/test_main.py checks that each summary is the module's own)."""
 
 from __future__ import annotations
 
 import argparse
 import errno
+import importlib
 import logging
 import re
 import sys
 from importlib.metadata import entry_points
 
 from sentcl import __version__
-from sentcl.cli import (
-    analyze,
-    card,
-    encode,
-    evaluate,
-    export,
-    index,
-    mine,
-    mteb,
-    search,
-    serve,
-    train,
-)
 from sentcl.errors import UserError
 
 DESCRIPTION = "Contrastive learning of sentence embeddings: train, evaluate, analyze, encode, index, serve."
@@ -32,20 +24,79 @@ DESCRIPTION = "Contrastive learning of sentence embeddings: train, evaluate, ana
 #: (entry points of the group ``sentcl.commands``, e.g. ``reproduce`` of the study harness,
 #: sentcl_reproduction) follow, each a module with the same three names
 PLUGIN_GROUP = "sentcl.commands"
-COMMANDS = (
-    train, evaluate, encode, export, card, index, mine, mteb, search, serve, analyze,
-    *(point.load() for point in sorted(entry_points(group=PLUGIN_GROUP), key=lambda p: p.name)),
-)  # fmt: skip
-RUNNERS = {name: module.run_command for module in COMMANDS for name in module.NAMES}
+#: command → (the module that holds it, its line in ``sentcl --help``)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "train": ("sentcl.cli.train", "train a sentence encoder from a YAML recipe"),
+    "pretrain": ("sentcl.cli.train", "masked-LM pre-training: a raw encoder from scratch, or continued"),
+    "evaluate": (
+        "sentcl.cli.evaluate",
+        "evaluate a model: STS, SentEval transfer, your own pair files and retrieval (BEIR) folders",
+    ),
+    "encode": ("sentcl.cli.encode", "embed a text file (one sentence per line) into a .npy matrix"),
+    "export": ("sentcl.cli.export", "write a model's embedding path as ONNX (fp32 or int8) for serving"),
+    "card": ("sentcl.cli.card", "add sentcl evaluate --json results to a trained model's card"),
+    "index": ("sentcl.cli.index", "build a faiss index of a corpus (one sentence per line)"),
+    "mine": ("sentcl.cli.mine", "hard negatives for (anchor, positive) pairs: write sent0,sent1,hard_neg"),
+    "mteb": ("sentcl.cli.mteb", "evaluate a model with mteb (its tasks download unless mteb has them)"),
+    "search": ("sentcl.cli.search", "nearest corpus sentences of a query"),
+    "serve": ("sentcl.cli.serve", "HTTP API (OpenAI-compatible embeddings, similarity, search) + page"),
+    "analyze": ("sentcl.cli.analyze", "geometry report (alignment/uniformity, spectrum, figures)"),
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
+#: the help of an argument that several commands share, where a command gives none of its own (one wording)
+SHARED_HELP = {
+    "model": "a model folder, a sentcl run folder, an exported ONNX folder or a hub id",
+    "pooler": "how token states become one vector (default: the one saved with the model, else avg)",
+    "batch_size": "texts per forward pass (default %(default)s)",
+    "corpus": "a text file, one sentence per line",
+    "query": "the query text (several words are joined by spaces)",
+    "top_k": "how many nearest sentences (default %(default)s)",
+    "host": "the address to listen on (default %(default)s: this machine only)",
+    "port": "the port to listen on (default %(default)s)",
+    "sampling": "which candidates become negatives: the best-scoring (top, default) or a random draw of "
+    "those that pass the filters",
+}
+
+
+def _fill_help(parser: argparse.ArgumentParser) -> None:
+    for action in parser._actions:
+        if action.help is None and action.dest in SHARED_HELP:
+            action.help = SHARED_HELP[action.dest]
+
+
+def commands() -> dict[str, tuple[str, str]]:
+    """The library's commands, then those of other installed parts (their summary: where they come from)."""
+    plugins = sorted(entry_points(group=PLUGIN_GROUP), key=lambda p: p.name)
+    return COMMANDS | {
+        p.name: (p.value, f"(from {p.value.split('.')[0]})") for p in plugins if p.name not in COMMANDS
+    }
+
+
+def command_module(name: str):
+    return importlib.import_module(commands()[name][0])
+
+
+def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
+    """The parser: every command's own arguments (``chosen`` None), or only ``chosen``'s, the others by
+    their summary (what ``sentcl --help`` and one command's run need)."""
     parser = argparse.ArgumentParser(prog="sentcl", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"sentcl {__version__}")
     parser.add_argument("-q", "--quiet", action="store_true", help="only warnings and results")
-    commands = parser.add_subparsers(dest="command", required=True)
-    for module in COMMANDS:
-        module.add_parser(commands)
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    table = commands()
+    loaded: set[str] = set()
+    for name, (module_name, summary) in table.items():
+        if name in loaded:
+            continue
+        if chosen is None or name == chosen or table.get(chosen or "", ("",))[0] == module_name:
+            module = importlib.import_module(module_name)
+            module.add_parser(subparsers)
+            loaded |= set(module.NAMES)
+            for each in module.NAMES:
+                _fill_help(subparsers.choices[each])
+        else:
+            subparsers.add_parser(name, help=summary)
     return parser
 
 
@@ -53,7 +104,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line as argparse reads it, with one addition: a recipe's ``key=value`` overrides may
     come anywhere after the recipe (``sentcl train R --output runs/x training.max_steps=100``), not only
     before the first option."""
-    parser = build_parser()
+    tokens = sys.argv[1:] if argv is None else argv
+    parser = build_parser(next((t for t in tokens if not t.startswith("-")), None) or "")
     args, rest = parser.parse_known_args(argv)
     overrides = [t for t in rest if "=" in t and not t.startswith("-")]
     if rest and (getattr(args, "overrides", None) is None or len(overrides) != len(rest)):
@@ -76,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     for noisy in ("transformers", "httpx", "huggingface_hub", "faiss.loader"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
     try:
-        return RUNNERS[args.command](args)
+        return command_module(args.command).run_command(args)
     except UserError as exc:
         print(f"sentcl {args.command}: error: {exc}", file=sys.stderr)
         return 2

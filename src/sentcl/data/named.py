@@ -93,7 +93,9 @@ def resolve_train_file(value: str, key: str) -> str:
     looked = f"$SENTCL_DATA={root} holds no {dataset.filename}" if root else "SENTCL_DATA is not set"
     raise ConfigError(
         f"{key}: {value} is not here: {looked}, and {failure}. Set SENTCL_DATA to a folder with "
-        f"{dataset.filename}, or go online (HF_HUB_OFFLINE unset, or HF_ENDPOINT at a mirror)"
+        f"{dataset.filename} (a recipe that chooses its checkpoint on STS-B dev needs "
+        f"stsb/senteval/sts-dev.csv there too), or go online (HF_HUB_OFFLINE unset, or HF_ENDPOINT at a "
+        f"mirror)"
     )
 
 

@@ -298,13 +298,13 @@ def serving_campaign(workdir: Path, clients: int, requests: int, rounds: int) ->
 
 
 # ------------------------------------------------------------------------------------------- part 3: files
-def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+def run_cli(*args: str, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-c", CLI, *args],
         capture_output=True,
         text=True,
         timeout=timeout,
-        env=os.environ.copy(),
+        env=os.environ.copy() | (env or {}),
     )
 
 
@@ -399,11 +399,18 @@ def files_campaign(workdir: Path, data_dir: str) -> dict:
     stsb = ["--tasks", "stsb-dev", "--data-dir", data_dir]
     cases: list[dict] = []
 
-    def check(name: str, args: list[str], says: str, guarded: Path | None = None, absent: Path | None = None):
+    def check(
+        name: str,
+        args: list[str],
+        says: str,
+        guarded: Path | None = None,
+        absent: Path | None = None,
+        env: dict | None = None,
+    ):
         """``args`` must be refused with one line that contains ``says``, leaving ``guarded`` as it was and
         writing nothing at ``absent``."""
         before = snapshot(guarded) if guarded is not None else None
-        result = run_cli(*args)
+        result = run_cli(*args, env=env)
         ok = one_line_refusal(result) and says in result.stderr
         if guarded is not None:
             ok = ok and snapshot(guarded) == before
@@ -482,6 +489,7 @@ def files_campaign(workdir: Path, data_dir: str) -> dict:
         argv = ["encode", str(model), str(corpus), "--out", str(out), "--batch-size", size]
         check(f"encode --batch-size {size}", argv, "argument --batch-size", absent=out)
     inputs_campaign(workdir, model, corpus, recipe, data_dir, check, cases)
+    reliability_v(workdir, model, corpus, recipe, check)
     concurrent_runs(workdir, recipe, cases)
     full_disk(workdir, model, corpus, recipe, cases)
     failed = [case for case in cases if not case["ok"]]
@@ -591,6 +599,135 @@ def inputs_campaign(workdir: Path, model: Path, corpus: Path, recipe: Path, data
     check(
         "index --out a link to a user's folder, even with --overwrite", argv, "symbolic link", guarded=target
     )
+
+
+def reliability_v(workdir: Path, model: Path, corpus: Path, recipe: Path, check) -> None:
+    """Reliability V (issue 55): what was a traceback, a silent acceptance or a silent wait, one line each."""
+    import gzip
+    import shutil
+
+    import torch
+    from safetensors.torch import save_file
+
+    from sentcl.model import StaticEncoder
+    from sentcl.model.encoder import ModelConfig
+
+    here = workdir / "reliability-v"
+    empty = here / "empty-data"
+    empty.mkdir(parents=True)
+    out = here / "out.npy"
+    check(
+        "evaluate: a data dir without STS-B dev",
+        ["evaluate", str(model), "--tasks", "stsb-dev", "--data-dir", str(empty)],
+        "no sts-dev.csv under",
+    )
+    check(
+        "analyze: a data dir without STS-B dev",
+        ["analyze", str(model), "--data-dir", str(empty), "--out", str(here / "analysis")],
+        "no sts-dev.csv under",
+        absent=here / "analysis",
+    )
+    twice = here / "twice.yaml"
+    twice.write_text(recipe.read_text() + "objective:\n  temperature: 5\n")
+    check(
+        "train: a recipe key given twice",
+        ["train", str(twice), "--output", str(here / "run")],
+        "given twice",
+        absent=here / "run",
+    )
+    check("evaluate --seeds ',,,'", ["evaluate", ",,,", "--seeds", "--tasks", "stsb-dev"], "names no model")
+    config = ModelConfig(str(model), architecture="static", static_dim=8, static_init="random")
+    static = StaticEncoder.from_config(config).save(here / "static")
+    check(
+        "evaluate --seeds over a transformer and a static model",
+        ["evaluate", f"{model},{static}", "--seeds", "--tasks", "stsb-dev"],
+        "one kind of model",
+    )
+    vocabulary = load_file(str(static / "0_StaticEmbedding" / "model.safetensors"))["embedding.weight"].shape[
+        0
+    ]
+    for name, table, says in (
+        ("a [V, 0] table", torch.zeros(vocabulary, 0), "table is empty"),
+        ("a table of zeros", torch.zeros(vocabulary, 8), "every token vector is zero"),
+        ("a table of another width than its record", torch.ones(vocabulary, 6), "holds vectors of 6"),
+    ):
+        broken = here / name.replace(" ", "-")
+        shutil.copytree(static, broken)
+        save_file(
+            {"embedding.weight": table.contiguous()}, str(broken / "0_StaticEmbedding" / "model.safetensors")
+        )
+        check(
+            f"encode: a static model with {name}",
+            ["encode", str(broken), str(corpus), "--out", str(out)],
+            says,
+            absent=out,
+        )
+    untokenized = here / "static-no-tokenizer"
+    shutil.copytree(static, untokenized)
+    for file in untokenized.rglob("tokenizer*.json"):
+        file.unlink()
+    check(
+        "encode: a static model without its tokenizer",
+        ["encode", str(untokenized), str(corpus), "--out", str(out)],
+        "no tokenizer files",
+        absent=out,
+    )
+    concatenated = here / "st-cls-mean"
+    shutil.copytree(model, concatenated)
+    (concatenated / "modules.json").write_text(
+        json.dumps(
+            [
+                {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+                {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+            ]
+        )
+    )
+    (concatenated / "1_Pooling").mkdir()
+    (concatenated / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode": ["cls", "mean"]}))
+    check(
+        "encode: a sentence-transformers Pooling of two modes",
+        ["encode", str(concatenated), str(corpus), "--out", str(out)],
+        "concatenates several poolings",
+        absent=out,
+    )
+    check(
+        "encode: runs/nope beside a runs/ folder",
+        ["encode", str(here / "nope" / "model"), str(corpus), "--out", str(out)],
+        "no such folder",
+        absent=out,
+    )
+    wiki = here / "cut-data"
+    wiki.mkdir()
+    text = "".join(f"sentence {i} of {i * i}\n" for i in range(5000)).encode()
+    (wiki / "wiki1m_for_simcse.txt.gz").write_bytes(gzip.compress(text)[:300])
+    check(
+        "train: simcse:wiki1m from a cut gzip",
+        ["train", str(recipe), "data.train_file=simcse:wiki1m", "--output", str(here / "run-cut")],
+        "cannot be read",
+        absent=here / "run-cut",
+        env={"SENTCL_DATA": str(wiki)},
+    )
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)
+    endpoint = f"http://127.0.0.1:{silent.getsockname()[1]}"
+    try:
+        quiet = {
+            "HF_ENDPOINT": endpoint,
+            "HF_HUB_OFFLINE": "0",
+            "SENTCL_HUB_TIMEOUT": "3",
+            "SENTCL_DATA": str(empty),
+            "SENTCL_CACHE": str(here / "cache"),
+        }
+        check(
+            "train: simcse:nli from a hub that never answers",
+            ["train", str(recipe), "data.train_file=simcse:nli", "--output", str(here / "run-silent")],
+            "did not answer in 3 s",
+            absent=here / "run-silent",
+            env=quiet,
+        )
+    finally:
+        silent.close()
 
 
 def overwrite_keeps_the_users_files(workdir: Path, model: Path, corpus: Path, data_dir: str, cases: list):

@@ -204,24 +204,27 @@ def test_dim_keeps_a_prefix_and_is_checked(tmp_path, tiny_model_dir, capsys):
 
 
 @pytest.mark.parametrize(("native", "chosen"), [(True, "bf16"), (False, "fp32")])
-def test_encode_index_and_serve_default_to_the_precision_the_hardware_runs_natively(
+def test_encode_index_and_serve_default_to_auto_the_fastest_path_measured_here(
     tiny_model_dir, tmp_path, caplog, monkeypatch, native, chosen
 ):
-    from sentcl import precision
     from sentcl.cli.main import build_parser
     from sentcl.hardware import Hardware
+    from sentcl.model import auto_precision
+    from sentcl.model import inference as inference_module
 
     flags = frozenset({"avx512f", "avx512_bf16"} if native else {"avx2"})
     forced = Hardware("cpu", "AVX512" if native else "AVX2", flags, mkldnn_bf16=native)
-    monkeypatch.setattr(precision, "detect", lambda device: forced)
-    precision._auto.cache_clear()  # auto is decided once per process: forget the real machine's answer
+    monkeypatch.setattr(inference_module, "detect", lambda device="cpu": forced)
+    monkeypatch.setenv("SENTCL_CACHE", str(tmp_path / "cache"))
+    speeds = {"fp32": 100.0, "bf16": 300.0, "int8": 50.0}  # bf16 the fastest where it is a candidate
+    monkeypatch.setattr(
+        auto_precision, "time_candidates", lambda candidates, texts: {n: speeds[n] for n in candidates}
+    )
+    auto_precision._say.cache_clear()
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(SENTENCES) + "\n")
-    try:
-        with caplog.at_level("INFO", logger="sentcl.precision"):
-            assert main(["encode", str(tiny_model_dir), str(corpus), "--out", str(tmp_path / "e.npy")]) == 0
-    finally:
-        precision._auto.cache_clear()
+    with caplog.at_level("INFO", logger="sentcl.model.auto_precision"):
+        assert main(["encode", str(tiny_model_dir), str(corpus), "--out", str(tmp_path / "e.npy")]) == 0
     assert f"precision auto: {chosen}" in caplog.text
     parser = build_parser()
     for command in (["index", "m", "c", "--out", "o"], ["serve", "m"]):

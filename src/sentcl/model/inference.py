@@ -9,7 +9,7 @@ from pathlib import Path
 from sentcl import precision
 from sentcl.config import ConfigError
 from sentcl.hardware import detect, resolve_device
-from sentcl.model import int8_gate
+from sentcl.model import auto_precision
 from sentcl.model.backbone import ModelLoadError
 from sentcl.model.encoder import SentenceEncoder
 from sentcl.model.onnx import ONNX_FILE, OnnxEncoder
@@ -37,9 +37,9 @@ def for_inference(encoder, dtype: str = "auto", where: str = "--dtype", device: 
     """``encoder`` (a ``SentenceEncoder`` or an ``OnnxEncoder``) set to run in ``dtype`` on ``device``
     (``auto``: a GPU where there is one): an ONNX export as it is (its precision fixed at export; ``auto`` and
     ``fp32`` take it; ONNX Runtime runs on the CPU), int8 exported and quantised now, fp32 / bf16 / auto by
-    the encoder itself on the device. ``auto`` on a CPU without native bf16 takes int8 for a model whose
-    int8 STS-B dev stays within 0.3 of its fp32 one (model/int8_gate.py: checked once, recorded), else
-    fp32."""
+    the encoder itself on the device. ``auto`` on a CPU takes the fastest path measured on this machine
+    among fp32, native bf16 and an int8 that keeps STS-B dev within 0.3 of fp32 (model/auto_precision.py:
+    measured once per model and machine, recorded)."""
     dtype = precision.canonical(dtype, where)
     if isinstance(encoder, StaticEncoder):  # a table lookup: fp32 on whatever device
         return encoder.with_dtype(dtype).to(resolve_device(device, "--device"))
@@ -53,6 +53,6 @@ def for_inference(encoder, dtype: str = "auto", where: str = "--dtype", device: 
     if dtype == "int8":
         return OnnxEncoder.from_encoder(encoder, int8=True)
     placed = resolve_device(device, "--device")
-    if dtype == "auto" and placed.type == "cpu" and not (hardware := detect("cpu")).native_bf16:
-        return int8_gate.choose_on_cpu(encoder.to(placed), hardware)[0]
+    if dtype == "auto" and placed.type == "cpu":  # the fastest path measured here (model/auto_precision.py)
+        return auto_precision.choose_on_cpu(encoder.to(placed), detect("cpu"))[0]
     return encoder.to(placed).with_dtype(dtype)

@@ -1,8 +1,8 @@
-"""``auto`` on a CPU without native bf16: int8 where it keeps quality, fp32 otherwise.
+"""int8 for ``auto`` only where it keeps quality (the choice among paths: model/auto_precision.py).
 
-On such a CPU bf16 is emulated (slower than fp32), but ONNX Runtime's dynamic int8 runs on integer kernels
-that every x86-64 CPU of this century has (AVX2; VNNI / AMX where present): measured 2× fp32 on an AVX2-only
-Zen 3 (docs/benchmarks.md). Dynamic quantisation costs some quality, and how much depends on the model: so
+ONNX Runtime's dynamic int8 runs on integer kernels that every x86-64 CPU of this century has (AVX2;
+VNNI / AMX where present): measured 2× fp32 on an AVX2-only Zen 3 (docs/benchmarks.md). Dynamic
+quantisation costs some quality, and how much depends on the model: so
 ``auto`` takes int8 for a model only after its STS-B dev Spearman in int8 has been measured within
 ``TOLERANCE`` points of its fp32 one, checked once per model and kind of int8 kernel and recorded in
 ``$SENTCL_CACHE/int8-checks/<key>.json`` (the key: a hash of the weights, pooler, head and maximum length,
@@ -12,7 +12,8 @@ later runs load it instead of exporting again. A model whose int8 loses more kee
 differently: a result measured on one kind is not taken for the other.)
 
 The check needs STS-B dev on disk (``$SENTCL_DATA`` or sentcl's cached SentEval data; it never downloads)
-and the ``onnx`` extra; without them ``auto`` keeps fp32 and says why. ``--dtype`` always overrides.
+and the ``onnx`` extra; without them int8 is not one of ``auto``'s candidates, and the record says why.
+``--dtype`` always overrides.
 """
 
 from __future__ import annotations
@@ -155,45 +156,56 @@ def int8_export(encoder, key: str) -> OnnxEncoder:
     return loaded
 
 
-def choose_on_cpu(encoder, hardware: Hardware, data_dir: str | Path | None = None):
-    """(the model to encode with, why) for ``auto`` on a CPU without native bf16: its int8 export where the
-    recorded (or now measured) check passed, else ``encoder`` in fp32. The check runs once per model; the
-    reason is logged once."""
-    fp32 = encoder.with_dtype("fp32")
+def key_of(encoder, hardware: Hardware) -> str:
+    """The record key of ``encoder``'s int8 check on this kind of int8 kernel and runtime."""
+    runtime = require("onnxruntime", "onnx", "int8").__version__
+    with torch.no_grad():
+        return model_key(encoder, hardware.vnni, runtime)
+
+
+def int8_candidate(
+    encoder, hardware: Hardware, data_dir: str | Path | None = None
+) -> tuple[OnnxEncoder | None, str, Int8Check | None]:
+    """(``encoder``'s int8 export, why, the check) where its recorded (or now measured) check passed; (None,
+    why not, the check if there is one) otherwise. The check runs once per model and kind of int8 kernel."""
     refusal = onnx_refusal(encoder)
     if refusal is not None:
-        return fp32, _said(f"fp32: no native bf16, and int8 runs on an ONNX graph: {refusal}")
+        return None, f"int8 runs on an ONNX graph: {refusal}", None
     try:
-        runtime = require("onnxruntime", "onnx", "int8").__version__
-        for module in ("onnx", "onnxscript"):
+        for module in ("onnxruntime", "onnx", "onnxscript"):
             require(module, "onnx", "int8")
     except MissingExtraError:
-        return fp32, _said("fp32: no native bf16, and int8 needs the onnx extra (pip install 'sentcl[onnx]')")
-    with torch.no_grad():
-        key = model_key(encoder, hardware.vnni, runtime)
+        return None, "int8 needs the onnx extra (pip install 'sentcl[onnx]')", None
+    key = key_of(encoder, hardware)
     record = load_record(key)
     int8 = None
     if record is None:
         try:
             folder = resolve_data_dir(data_dir, download=False)
         except DataDirError:
-            return fp32, _said(
-                "fp32: no native bf16; int8 is not yet checked for this model and no STS-B dev data is on "
-                "disk to check it (set SENTCL_DATA, or run sentcl evaluate once)"
+            return (
+                None,
+                (
+                    "int8 is not yet checked for this model and no STS-B dev data is on disk to check it "
+                    "(set SENTCL_DATA, or run sentcl evaluate once)"
+                ),
+                None,
             )
         if not (folder / "stsb").is_dir():
-            return fp32, _said(f"fp32: no native bf16; {folder} has no STS-B to check int8 against")
+            return None, f"{folder} has no STS-B to check int8 against", None
         logger.info(
-            "precision auto: no native bf16 here; checking this model's int8 against fp32 on STS-B dev "
-            "once (recorded in %s)", record_path(key),
-        )  # fmt: skip
+            "precision auto: checking this model's int8 against fp32 on STS-B dev once (recorded in %s)",
+            record_path(key),
+        )
         int8 = int8_export(encoder, key)
-        record = check(encoder, int8, key, hardware.vnni, runtime, folder)
+        record = check(encoder, int8, key, hardware.vnni, hardware_runtime(), folder)
     if not record.passed:
-        return fp32, _said(f"fp32: no native bf16; this model's {record.describe()}")
-    return (int8 or int8_export(encoder, key)), _said(
-        f"int8 (ONNX Runtime): no native bf16; {record.describe()}"
-    )
+        return None, f"this model's {record.describe()}", record
+    return (int8 or int8_export(encoder, key)), record.describe(), record
+
+
+def hardware_runtime() -> str:
+    return require("onnxruntime", "onnx", "int8").__version__
 
 
 def _said(message: str) -> str:

@@ -1,0 +1,218 @@
+"""``auto`` on a CPU: the fastest path measured on this machine, among those that keep the model's quality.
+
+Which precision is fastest is not a property of a CPU flag: measured with all-MiniLM-L6-v2, int8 was 2×
+fp32 on an AVX2-only Zen 3, bf16 won on an AMX Xeon, int8 beat bf16 on a Zen 4 with avx512_bf16
+(docs/benchmarks.md). So ``auto`` measures, once per model and machine:
+
+* the candidates: fp32 (always); bf16 autocast where the CPU multiplies bf16 natively (emulated bf16 is never
+  the faster one); int8 (ONNX Runtime) where the model's int8 passed the quality gate of
+  ``model/int8_gate.py`` (STS-B dev within ``TOLERANCE`` of fp32; no data on disk: int8 is not a candidate);
+  bf16 is held to the same tolerance when STS-B dev is on disk (without it, admitted unchecked, as its
+  autocast keeps fp32 accumulation — the record says which);
+* the probe: ``PROBE_TEXTS`` texts of 4–48 words (a fixed seed over a fixed word list, so every machine times
+  the same texts), encoded ``ROUNDS`` times per candidate after a warm-up, the candidates interleaved round
+  by round; a candidate's speed is the median of its rounds (texts/s);
+* the choice: the fastest admitted candidate.
+
+The record, ``$SENTCL_CACHE/auto-precision/<key>.json``, says what was measured, when and on what; its key
+hashes the model (int8_gate's key: weights, pooler, head, modules), the CPU (its model name, the instruction
+flags that decide kernels, torch's dispatch level, the threads) and the runtimes' versions, so a record of
+another machine, model or runtime is never reused. The choice and its numbers are logged at INFO.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import hashlib
+import json
+import logging
+import random
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from sentcl.atomic_write import atomic_file
+from sentcl.evaluation.data_dir import DataDirError, resolve_data_dir
+from sentcl.hardware import Hardware, describe_machine
+from sentcl.hub_files import cache_dir
+from sentcl.model import int8_gate
+
+logger = logging.getLogger(__name__)
+
+PROBE_TEXTS = 256
+ROUNDS = 3
+#: bump when the probe or the timing changes, so older records are measured again
+PROTOCOL = "probe-256x3-v1"
+_VOCABULARY = (
+    "the a man woman child dog cat car street park house city music ball book food water day night "
+    "plays reads runs walks eats drives sings cooks holds jumps sleeps looks finds opens writes makes "
+    "small old young red blue green happy quiet fast slow new long short first last other many few "
+    "in on at with from under over near into after before while because although and or but not"
+)
+_WORDS = tuple(_VOCABULARY.split(" "))
+#: CPU flags that decide which kernels run (the others do not change a timing's meaning)
+_KERNEL_FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_bf16",
+                 "amx_int8", "amx_tile")  # fmt: skip
+
+
+def probe_texts(count: int = PROBE_TEXTS, seed: int = 0) -> list[str]:
+    """The texts every machine times: 4–48 words each, the same for a given seed."""
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(_WORDS) for _ in range(rng.randint(4, 48))) + "." for _ in range(count)]
+
+
+@dataclass
+class AutoRecord:
+    key: str
+    source: str
+    machine: str
+    measured: str  # ISO time
+    protocol: str
+    speeds: dict[str, float]  # texts/s, the median of the rounds
+    quality: dict[str, float | None]  # STS-B dev Spearman ×100 where measured
+    excluded: dict[str, str] = field(default_factory=dict)  # candidate → why it was not timed
+    chosen: str = "fp32"
+
+    def describe(self) -> str:
+        left = "; ".join(f"{name}: {why}" for name, why in self.excluded.items())
+        others = f"; not candidates: {left}" if left else ""
+        if len(self.speeds) == 1:
+            return f"{self.chosen}, the only candidate on {self.machine}{others}"
+        ranked = sorted(self.speeds.items(), key=lambda item: -item[1])
+        speeds = ", ".join(f"{name} {speed:.1f}/s" for name, speed in ranked)
+        return f"{self.chosen}, the fastest of {speeds} (measured {self.measured} on {self.machine}){others}"
+
+
+def machine_key(hardware: Hardware) -> dict:
+    """What a timing depends on besides the model: the CPU, its kernel flags, torch's level and threads and
+    the runtimes' versions."""
+    try:
+        import onnxruntime
+
+        runtime = onnxruntime.__version__
+    except ImportError:
+        runtime = None
+    name = describe_machine().split(",")[0]
+    flags = sorted(flag for flag in _KERNEL_FLAGS if flag in hardware.cpu_flags)
+    return {
+        "cpu": name, "flags": flags, "capability": hardware.cpu_capability,
+        "threads": torch.get_num_threads(), "torch": torch.__version__, "onnxruntime": runtime,
+        "protocol": PROTOCOL,
+    }  # fmt: skip
+
+
+def record_key(encoder, hardware: Hardware) -> str:
+    machine = machine_key(hardware)
+    with torch.no_grad():
+        model = int8_gate.model_key(encoder, hardware.vnni, str(machine["onnxruntime"]))
+    return hashlib.sha256(json.dumps([model, machine], sort_keys=True).encode()).hexdigest()[:32]
+
+
+def record_path(key: str) -> Path:
+    return cache_dir() / "auto-precision" / f"{key}.json"
+
+
+def load_record(key: str) -> AutoRecord | None:
+    path = record_path(key)
+    if not path.is_file():
+        return None
+    try:
+        record = AutoRecord(**json.loads(path.read_text(encoding="utf-8")))
+    except (ValueError, TypeError, OSError) as exc:
+        logger.warning("%s: unreadable auto-precision record (%s); measuring again", path, exc)
+        return None
+    return record if record.key == key else None
+
+
+def time_candidates(
+    candidates: dict[str, Callable[[], object]],
+    texts: list[str],
+    rounds: int = ROUNDS,
+    clock: Callable[[], float] = time.perf_counter,
+    batch_size: int = 64,
+) -> dict[str, float]:
+    """texts/s of each candidate (``name → a function that readies it and returns the model``): a warm-up,
+    then ``rounds`` rounds with the candidates interleaved; each candidate's median."""
+    seconds: dict[str, list[float]] = {name: [] for name in candidates}
+    for ready in candidates.values():  # warm-up: first calls allocate, export, load kernels
+        ready().encode(texts[:batch_size], batch_size=batch_size)  # type: ignore[attr-defined]
+    for _ in range(rounds):
+        for name, ready in candidates.items():
+            model = ready()
+            started = clock()
+            model.encode(texts, batch_size=batch_size)  # type: ignore[attr-defined]
+            seconds[name].append(clock() - started)
+    return {name: len(texts) / max(statistics.median(values), 1e-9) for name, values in seconds.items()}
+
+
+def fastest(speeds: dict[str, float]) -> str:
+    """The fastest candidate; on a tie, the simpler one (fp32, then bf16, then int8)."""
+    order = ("fp32", "bf16", "int8")
+    return max(speeds, key=lambda name: (speeds[name], -order.index(name) if name in order else -9))
+
+
+def choose_on_cpu(encoder, hardware: Hardware, data_dir: str | Path | None = None):
+    """(the model to encode with, why) for ``auto`` on the CPU: the fastest admitted path, from the record of
+    this model on this machine or measured now (seconds, once)."""
+    key = record_key(encoder, hardware)
+    record = load_record(key)
+    int8_model = None
+    if record is None:
+        candidates: dict[str, Callable[[], object]] = {"fp32": lambda: encoder.with_dtype("fp32")}
+        excluded: dict[str, str] = {}
+        quality: dict[str, float | None] = {}
+        try:
+            folder: Path | None = resolve_data_dir(data_dir, download=False)
+            if not (folder / "stsb").is_dir():  # type: ignore[operator]
+                folder = None
+        except DataDirError:
+            folder = None
+        if hardware.native_bf16:
+            if folder is not None:
+                quality["fp32"] = round(int8_gate.stsb_dev(encoder.with_dtype("fp32"), folder), 4)
+                quality["bf16"] = round(int8_gate.stsb_dev(encoder.with_dtype("bf16"), folder), 4)
+            loss = quality["fp32"] - quality["bf16"] if folder is not None else 0.0  # type: ignore[operator]
+            if loss <= int8_gate.TOLERANCE:
+                candidates["bf16"] = lambda: encoder.with_dtype("bf16")
+            else:
+                excluded["bf16"] = f"STS-B dev {quality['bf16']:.2f} against fp32 {quality['fp32']:.2f}"
+        else:
+            excluded["bf16"] = f"{hardware.describe()}: no native bf16 products (emulated: slower than fp32)"
+        int8_model, why, check = int8_gate.int8_candidate(encoder, hardware, data_dir)
+        if check is not None:
+            quality.setdefault("fp32", check.fp32)
+            quality["int8"] = check.int8
+        if int8_model is not None:
+            candidates["int8"] = lambda: int8_model
+        else:
+            excluded["int8"] = why
+        if len(candidates) > 1:
+            logger.info("precision auto: timing %s on this machine once (recorded in %s)",
+                        ", ".join(candidates), record_path(key))  # fmt: skip
+            speeds = time_candidates(candidates, probe_texts())
+        else:  # nothing to choose between: no timing
+            speeds = {"fp32": 0.0}
+        record = AutoRecord(
+            key=key, source=str(encoder.source), machine=describe_machine(),
+            measured=datetime.datetime.now().isoformat(timespec="seconds"), protocol=PROTOCOL,
+            speeds={name: round(speed, 2) for name, speed in speeds.items()}, quality=quality,
+            excluded=excluded, chosen=fastest(speeds),
+        )  # fmt: skip
+        path = record_path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_file(path) as handle:
+            handle.write(json.dumps(asdict(record), indent=2) + "\n")
+    _say(record.describe())
+    if record.chosen == "int8":
+        return (int8_model or int8_gate.int8_export(encoder, int8_gate.key_of(encoder, hardware))), record
+    return encoder.with_dtype(record.chosen), record
+
+
+@functools.cache
+def _say(message: str) -> None:
+    logger.info("precision auto: %s", message)

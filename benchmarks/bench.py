@@ -283,16 +283,16 @@ def _timed(function) -> float:
 
 
 def part_encode_sentcl(device: str, dtype: str = "fp32") -> dict:
-    """sentcl's encode in ``dtype``: fp32; auto (``sentcl encode``'s default: bf16 where the hardware runs it
-    natively; elsewhere int8 where the model's int8 keeps STS-B dev within 0.3, else fp32); int8 (ONNX
-    Runtime's dynamic int8). Other than fp32: STS-B dev in it too."""
+    """sentcl's encode in ``dtype``: fp32; auto (``sentcl encode``'s default: on a CPU the fastest path
+    measured there, model/auto_precision.py); int8 (ONNX Runtime's dynamic int8). Other than fp32: STS-B dev
+    in it too."""
     from sentcl.evaluation import STSEvaluator
     from sentcl.model import SentenceEncoder, for_inference
 
     # int8: the model exported to ONNX and quantised by ONNX Runtime (what `sentcl encode --dtype int8` runs)
     encoder = for_inference(SentenceEncoder.load(model_path()), dtype, device=device)
     result = {"dtype": dtype, "stsb_dev": STSEvaluator(data_dir(), "stsb-dev")(encoder)["stsb_dev_spearman"]}
-    onnx = not hasattr(encoder, "inference_autocast")  # auto may have chosen int8 (model/int8_gate.py)
+    onnx = not hasattr(encoder, "inference_autocast")  # auto may have chosen int8 (model/auto_precision.py)
     if dtype == "auto":
         result["chosen"] = "int8" if onnx else "bf16" if encoder.inference_autocast is not None else "fp32"
     sentences = wiki(20_000, ENCODE_SENTENCES)

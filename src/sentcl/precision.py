@@ -4,8 +4,9 @@
     fp32   float32 throughout
     bf16   bf16 autocast of the forward passes; weights, similarities and losses stay fp32
     int8   inference only: the embedding path exported to ONNX and quantised by ONNX Runtime (CPU)
-    auto   bf16 where the device multiplies bf16 natively, fp32 elsewhere; for inference on a CPU without
-           native bf16, int8 for a model whose int8 keeps STS-B dev within 0.3 of fp32 (model/int8_gate.py)
+    auto   bf16 where the device multiplies bf16 natively, fp32 elsewhere; for inference on a CPU
+           (``sentcl.model.for_inference``: encode, index, serve) the fastest path measured on that machine
+           among fp32, native bf16 and an int8 that keeps STS-B dev within 0.3 (model/auto_precision.py)
 
 ``auto`` is decided here and nowhere else, once per process and device (``decide``; the reason is logged
 once). Recipes and run folders written by earlier sentcl versions say ``none`` (fp32) or ``bfloat16``:

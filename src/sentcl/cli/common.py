@@ -65,8 +65,9 @@ def add_dtype_arguments(
         help=f"inference precision (default {default}; the rule: commands that report scores, evaluate and "
         "mteb, default to fp32 so a score does not depend on the machine; commands that make vectors to use, "
         "encode, index and serve, default to auto): bf16 autocast, int8 (the model exported to ONNX and "
-        "quantised by ONNX Runtime, CPU), or auto (bf16 where the hardware runs it natively; on a CPU "
-        "without native bf16, int8 for a model whose int8 STS-B dev checked within 0.3 of fp32, else fp32)",
+        "quantised by ONNX Runtime, CPU), or auto (on a CPU the fastest path measured on this machine, once "
+        "per model: fp32, native bf16, or int8 where its STS-B dev stays within 0.3 of fp32; the choice is "
+        "logged; on a GPU bf16 where native)",
     )
     p.add_argument("--int8", action="store_true", help="the same as --dtype int8")
     several = "; a comma list (cpu,cpu or cuda:0,cuda:1) encodes in one process per entry"

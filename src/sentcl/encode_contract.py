@@ -32,7 +32,7 @@ keyword, ``output_value`` other than sentence embeddings, a ``truncate_dim`` bel
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 import torch
@@ -42,6 +42,16 @@ from sentcl.errors import UserError
 from sentcl.search.quantization import EMBEDDING_PRECISIONS, quantize
 
 SIMILARITY_FUNCTIONS = ("cosine", "dot", "euclidean", "manhattan")
+
+
+class LoadOptions(TypedDict, total=False):
+    """What sentence-transformers' constructor sets beside the model, as every sentcl ``load`` takes it."""
+
+    device: str | None
+    truncate_dim: int | None
+    prompts: dict[str, str] | None
+    default_prompt_name: str | None
+    similarity_fn_name: str | None
 
 
 class EncodeArgumentError(UserError, ValueError):

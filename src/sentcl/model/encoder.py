@@ -22,6 +22,7 @@ import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -35,7 +36,10 @@ from sentcl.atomic_write import atomic_folder
 from sentcl.config import ConfigError
 from sentcl.data.collate import sorted_batches
 from sentcl.embedder import PromptError, PromptRoles, check_prompts, require_finite
-from sentcl.encode_contract import SIMILARITY_FUNCTIONS, SentenceTransformersContract
+from sentcl.encode_contract import SIMILARITY_FUNCTIONS, LoadOptions, SentenceTransformersContract
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 from sentcl.hardware import resolve_device
 from sentcl.model.backbone import (
     ModelLoadError,
@@ -263,12 +267,7 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
         name_or_path: str,
         pooler: str | None = None,
         allow_pickle: bool = False,
-        *,
-        device: str | None = None,
-        truncate_dim: int | None = None,
-        prompts: dict[str, str] | None = None,
-        default_prompt_name: str | None = None,
-        similarity_fn_name: str | None = None,
+        **options: Unpack[LoadOptions],
     ) -> SentenceEncoder:
         """Load for encoding: a sentcl folder keeps its pooler and head, a sentence-transformers
         folder its pooling mode; any other model gets ``pooler`` (default ``avg``). Remote code is
@@ -340,9 +339,7 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
         encoder.default_prompt_name = saved_default_prompt(folder, meta, encoder.prompts)
         encoder.include_prompt = include_prompt
         encoder.similarity_fn_name = saved_similarity(folder, meta)
-        return encoder.eval().configure(
-            device, truncate_dim, prompts, default_prompt_name, similarity_fn_name
-        )
+        return encoder.eval().configure(**options)
 
     # ----------------------------------------------------------------------------------- forward
     def _pool(

@@ -20,6 +20,7 @@ import logging
 import tempfile
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -29,7 +30,10 @@ from sentcl.atomic_write import atomic_folder
 from sentcl.config import ConfigError
 from sentcl.data.collate import sorted_batches
 from sentcl.embedder import PromptError, PromptRoles, check_prompts, require_finite
-from sentcl.encode_contract import SIMILARITY_FUNCTIONS, SentenceTransformersContract
+from sentcl.encode_contract import SIMILARITY_FUNCTIONS, LoadOptions, SentenceTransformersContract
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 from sentcl.extras import require
 from sentcl.model.backbone import TOKENIZER_FILES, ModelLoadError, read_json_object
 from sentcl.model.pooling import exclude_prompt
@@ -146,12 +150,7 @@ class OnnxEncoder(PromptRoles, SentenceTransformersContract):
         cls,
         folder: str | Path,
         threads: int | None = None,
-        *,
-        device: str | None = None,
-        truncate_dim: int | None = None,
-        prompts: dict[str, str] | None = None,
-        default_prompt_name: str | None = None,
-        similarity_fn_name: str | None = None,
+        **options: Unpack[LoadOptions],
     ) -> OnnxEncoder:
         """An exported folder in ONNX Runtime; the keyword arguments are sentence-transformers'
         constructor's (``configure``)."""
@@ -171,12 +170,12 @@ class OnnxEncoder(PromptRoles, SentenceTransformersContract):
             raise ModelLoadError(
                 f"{folder}: no tokenizer files beside {ONNX_FILE} ({', '.join(TOKENIZER_FILES)})"
             )
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or torch.get_num_threads()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        session_options = ort.SessionOptions()
+        session_options.intra_op_num_threads = threads or torch.get_num_threads()
+        session_options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         try:
             session = ort.InferenceSession(
-                str(folder / ONNX_FILE), options, providers=["CPUExecutionProvider"]
+                str(folder / ONNX_FILE), session_options, providers=["CPUExecutionProvider"]
             )
             tokenizer = AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
         except Exception as exc:  # onnxruntime and the tokenizer classes raise their own exception types
@@ -185,7 +184,7 @@ class OnnxEncoder(PromptRoles, SentenceTransformersContract):
         encoder = cls(session, tokenizer, meta, str(folder.resolve()))
         encoder.check()
         encoder.folder = str(folder.resolve())
-        return encoder.configure(device, truncate_dim, prompts, default_prompt_name, similarity_fn_name)
+        return encoder.configure(**options)
 
     def check(self) -> None:
         """One short sentence through the graph: the graph's inputs and outputs are the ones sentcl exports,

@@ -26,6 +26,7 @@ import json
 import logging
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -40,7 +41,10 @@ from transformers import AutoTokenizer
 from sentcl.atomic_write import atomic_folder
 from sentcl.config import ConfigError
 from sentcl.embedder import PromptRoles, require_finite
-from sentcl.encode_contract import SentenceTransformersContract
+from sentcl.encode_contract import LoadOptions, SentenceTransformersContract
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 from sentcl.model.backbone import (
     MODULE_DIR,
     STATIC_META,
@@ -128,12 +132,7 @@ class StaticEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
         name_or_path: str,
         pooler: str | None = None,
         allow_pickle: bool = False,
-        *,
-        device: str | None = None,
-        truncate_dim: int | None = None,
-        prompts: dict[str, str] | None = None,
-        default_prompt_name: str | None = None,
-        similarity_fn_name: str | None = None,
+        **options: Unpack[LoadOptions],
     ) -> StaticEncoder:
         """A folder ``save`` wrote, or a sentence-transformers folder whose first module is a
         ``StaticEmbedding`` (model2vec's table folded in as sentence-transformers folds it). The keyword
@@ -204,9 +203,7 @@ class StaticEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
         encoder.similarity_fn_name = meta.get("similarity_fn_name")
         encoder.default_prompt_name = meta.get("default_prompt_name")
         encoder.normalize = normalize
-        return encoder.eval().configure(
-            device, truncate_dim, prompts, default_prompt_name, similarity_fn_name
-        )
+        return encoder.eval().configure(**options)
 
     # ------------------------------------------------------------------ the training path
     def _mean(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:

@@ -142,9 +142,17 @@ class WithMLM(Objective):
     def encoder(self):
         return self.inner.encoder  # one registration of the encoder: the inner objective's
 
+    @encoder.setter
+    def encoder(self, value) -> None:
+        raise AttributeError("WithMLM's encoder is its inner objective's: set inner.encoder")
+
     @property
     def config(self):
         return self.inner.config
+
+    @config.setter
+    def config(self, value) -> None:
+        raise AttributeError("WithMLM's config is its inner objective's: set inner.config")
 
     def forward(self, batch) -> ObjectiveOutput:
         output = self.inner(batch)

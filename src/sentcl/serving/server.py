@@ -26,7 +26,7 @@ import base64
 import json
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from importlib import resources
 from typing import Any
@@ -137,11 +137,11 @@ class APIError(Exception):
 
 
 def _error(
-    status: int, message: str, param: str | None = None, headers: dict[str, str] | None = None
+    status: int, message: str, param: str | None = None, headers: Mapping[str, str] | None = None
 ) -> JSONResponse:
     kind = "invalid_request_error" if status < 500 else "server_error"
     body = {"error": {"message": message, "type": kind, "param": param}}
-    return JSONResponse(body, status_code=status, headers=headers)
+    return JSONResponse(body, status_code=status, headers=dict(headers) if headers else None)
 
 
 def create_app(

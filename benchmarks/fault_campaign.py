@@ -28,7 +28,11 @@ of 0 and -1; a user's file as `encode --out`; hostile inputs and settings (JSON 
 100,000-digit integer, a NUL byte, a corrupt Parquet page, YAML nested 5,000 deep or of nested aliases, a
 negative seed, a list as the objective's name, a CUDA device on a CPU build, a length beyond the model's
 positions, an output or checkpoint that is a file, an index output that is a link, STS splits of one pair or
-constant scores, a search model of another dimension). Each case must end with exit status 2, one error
+constant scores, a search model of another dimension); Reliability V's cases (a data folder without STS-B dev
+under evaluate and analyze, a recipe key given twice, --seeds naming no model or models of two kinds, static
+tables that are empty, zero or of another width than their record, a static folder without its tokenizer, a
+sentence-transformers Pooling of two modes, a named set's gzip cut mid-way, a hub that never answers). Each
+case must end with exit status 2, one error
 line and no traceback, the user's files byte-identical, and no output written. Two runs started at once
 into one folder: one trains, the other is refused naming it. Where the machine lets it mount a 300 KB
 tmpfs (root), encode, index, export and train on it must end with exit 1 and one line saying the disk is

@@ -149,14 +149,14 @@ def test_the_prompt_head_comes_before_the_subtraction_trains_and_is_kept(tiny_mo
         SentenceEncoder.load(str(tmp_path / "model"))
 
 
-def test_a_prompt_model_has_no_onnx_graph_and_auto_keeps_fp32(tiny_model_dir, tmp_path, stsb_data_dir):
+def test_a_prompt_model_has_no_onnx_graph_and_no_int8_candidate(tiny_model_dir, tmp_path, stsb_data_dir):
     from sentcl.hardware import detect
-    from sentcl.model.int8_gate import choose_on_cpu
+    from sentcl.model.int8_gate import int8_candidate
     from sentcl.model.onnx import export_onnx
 
     encoder = prompt_encoder(tiny_model_dir)
     with pytest.raises(ConfigError, match="pooler 'prompt' reads each sentence in a template"):
         export_onnx(encoder, tmp_path / "onnx")
     assert not (tmp_path / "onnx").exists()
-    chosen, why = choose_on_cpu(encoder, detect(), stsb_data_dir)
-    assert chosen.pooler == "prompt" and why.startswith("fp32") and "template" in why
+    int8, why, check = int8_candidate(encoder, detect(), stsb_data_dir)
+    assert int8 is None and check is None and "template" in why

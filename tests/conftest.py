@@ -11,6 +11,20 @@ import pytest
 import torch
 from transformers import BertConfig, BertModel, BertTokenizerFast
 
+
+@pytest.fixture(scope="session", autouse=True)
+def own_cache(tmp_path_factory):
+    """sentcl's cache (auto's timing records, int8 checks, teacher tables, downloads) in a temporary folder
+    for the whole session: a test never writes into the user's ~/.cache/sentcl (its processes inherit it)."""
+    saved = os.environ.get("SENTCL_CACHE")
+    os.environ["SENTCL_CACHE"] = str(tmp_path_factory.mktemp("sentcl-cache"))
+    yield
+    if saved is None:
+        os.environ.pop("SENTCL_CACHE", None)
+    else:
+        os.environ["SENTCL_CACHE"] = saved
+
+
 WORDS = """
 the a an of to and in is was are on for with as by at from that this it he she they we you
 man woman dog cat child car house street park ball food water music game book city people

@@ -308,6 +308,21 @@ def part_encode_sentcl(device: str, dtype: str = "fp32") -> dict:
     return result | {"sentences_per_s": len(sentences) / seconds}
 
 
+def part_cli_help(device: str) -> dict:
+    """``sentcl --help`` in fresh processes, what a user waits for before any command: the median of 5 (the
+    console script beside this Python; the top help imports no command, torch or transformers)."""
+    script = Path(sys.executable).parent / "sentcl"
+    command = (
+        [str(script), "--help"] if script.exists() else [sys.executable, "-m", "sentcl.cli.main", "--help"]
+    )
+    seconds = []
+    for _ in range(5):
+        start = time.perf_counter()
+        subprocess.run(command, capture_output=True, check=True)
+        seconds.append(time.perf_counter() - start)
+    return {"seconds": statistics.median(seconds), "runs": seconds}
+
+
 def part_encode_st(device: str, bf16: bool = False) -> dict:
     """sentence-transformers' encode; ``bf16``: the model loaded in bf16 (``model_kwargs={"torch_dtype":
     torch.bfloat16}``, its documented reduced-precision path), with its STS-B dev."""
@@ -630,6 +645,7 @@ def part_profile(device: str) -> dict:
 
 PARTS = {
     "ceiling": lambda device: part_ceiling(device, int8=True),
+    "cli-help": part_cli_help,
     "flops": count_step_flops,
     "profile": part_profile,
     "train-sentcl": part_train_sentcl,
@@ -671,7 +687,7 @@ def run_part(name: str, device: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1]) | {"wall_s": time.perf_counter() - start}
 
 
-#: ``--parts``: the groups a quick run may pick (the ceiling and the FLOP count always run)
+#: ``--parts``: the groups a quick run may pick (the ceiling, the FLOP count and ``sentcl --help`` always run)
 GROUPS = {
     "train": ("train-sentcl", "train-sentcl-padded", "train-st", "train-st-bf16"),
     "encode": (
@@ -690,7 +706,7 @@ def chosen_parts(spec: str) -> set[str]:
     unknown = [n for n in names if n not in GROUPS]
     if unknown or not names:
         raise SystemExit(f"--parts {spec!r}: choose from {', '.join(GROUPS)} (comma-separated)")
-    return {"ceiling", "flops"} | {part for name in names for part in GROUPS[name]}
+    return {"ceiling", "flops", "cli-help"} | {part for name in names for part in GROUPS[name]}
 
 
 def median_of(runs: list[dict], key: str) -> float:
@@ -732,6 +748,7 @@ def main() -> int:
     failures: dict[str, str] = {}
     runs["ceiling"].append(run_part("ceiling", args.device))
     runs["flops"].append(run_part("flops", args.device))
+    attempt("cli-help", args.device, runs, failures)
     if (
         args.device == "cpu" and "profile" in wanted
     ):  # where the step's and encode's time goes (profile first)
@@ -1118,6 +1135,13 @@ def report(
             f"(sentcl's int8 path runs ONNX Runtime's); 2× sentence-transformers would need {needed:.2f}× "
             f"over sentcl's fp32 encode."
         )
+    if have("cli-help"):
+        help_s = runs["cli-help"][0]["seconds"]
+        verdict = "met" if help_s < 1.0 else "**not met**"
+        lines += [
+            "",
+            f"`sentcl --help`: {help_s:.2f} s (median of 5 fresh processes; target < 1 s: {verdict}).",
+        ]
     if failures:
         lines += ["", row("part that failed", "its error (last line)"), row("---", "---")]
         lines += [row(f"`{name}`", error.replace("|", "\\|")) for name, error in failures.items()]

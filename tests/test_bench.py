@@ -39,6 +39,14 @@ def test_a_failed_part_is_a_row_with_its_error_and_the_rest_is_reported(bench):
     assert "Fastest peer encode at equal quality" in table and "training with defaults" not in table
 
 
+def test_the_top_help_is_timed_and_judged_against_its_target(bench):
+    runs = synthetic_runs(bench) | {"cli-help": [{"seconds": 0.06, "runs": [0.06] * 5}]}
+    assert "`sentcl --help`: 0.06 s (median of 5 fresh processes; target < 1 s: met)." in bench.report(
+        runs, "cpu", 60.0
+    )
+    assert "cli-help" in bench.chosen_parts("encode")
+
+
 def test_parts_pick_groups_and_refuse_unknown_names(bench):
     assert {"encode-st-onnx-int8", "ceiling", "flops"} <= bench.chosen_parts("encode")
     assert "train-st" not in bench.chosen_parts("encode,sts")

@@ -317,3 +317,24 @@ def test_unknown_fields_are_refused_and_no_page_loads_a_cdn():
     assert client.post("/v1/embeddings", json={"input": ["x"], "user": "u", "model": "m"}).status_code == 200
     assert client.get("/docs").status_code == 404 and client.get("/redoc").status_code == 404
     assert client.get("/openapi.json").status_code == 200
+
+
+def test_the_queued_paths_are_the_model_endpoints_of_the_route_table():
+    """The early 503 of the body limit is keyed on MODEL_PATHS: it is the table's queued routes, and every
+    POST route of the app is one (a new endpoint that runs the model cannot be left out)."""
+    from fastapi.routing import APIRoute
+
+    from sentcl.serving.server import ENDPOINTS, MODEL_PATHS, create_app
+
+    class Constant:
+        def encode(self, texts):
+            return np.ones((len(texts), 4), dtype=np.float32)
+
+    app = create_app(Constant(), model_name="m", dimension=4)
+    posts = {route.path for route in app.routes if isinstance(route, APIRoute) and "POST" in route.methods}
+    assert (
+        MODEL_PATHS
+        == {e.path for e in ENDPOINTS if e.queued}
+        == posts
+        == {"/v1/embeddings", "/similarity", "/search"}
+    )

@@ -23,6 +23,7 @@ is not an integer and ``true`` is not a ``top_k``.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import logging
 import re
@@ -144,6 +145,228 @@ def _error(
     return JSONResponse(body, status_code=status, headers=dict(headers) if headers else None)
 
 
+@dataclass
+class ModelService:
+    """What the endpoints share, one per app (``app.state.service``): the model and its prompts, the index,
+    the limits and the admission queue, with the three steps every model endpoint takes (``run``: the
+    character budget, then the queue; ``check_tokens``: the token budget; ``embed``: unit vectors)."""
+
+    embedder: Embedder
+    model_name: str
+    dimension: int
+    index: SentenceIndex | None
+    limits: ServerLimits
+    count_tokens: Callable[[list[str], int], int] | None
+    admission: Admission
+    request_chars: int
+    prompts: dict[str, str]
+
+    def embed(
+        self, texts: list[str], dimensions: int | None = None, prompt: str = "", cost: int = 0
+    ) -> np.ndarray:
+        """Unit vectors of ``texts`` (each after ``prompt``); with ``dimensions``, of their first
+        ``dimensions`` coordinates."""
+        try:  # a vector of NaN is never served as [null, ...]
+            parts, stop_of, start = [], dict(slices(texts)), 0
+            chars = max(sum(len(t) for t in texts), 1)
+            left = chars
+            while start < len(texts):
+                if start:  # smaller waiting requests run between slices; the cost left, pro rata
+                    self.admission.yield_point(int(cost * left / chars))
+                # one slice while others wait, else the rest at once (a batch is fastest whole)
+                stop = stop_of[start] if self.admission.waiting() else len(texts)
+                part = self.embedder.encode([prompt + t for t in texts[start:stop]])
+                parts.append(np.asarray(part, dtype=np.float32))
+                left -= sum(len(t) for t in texts[start:stop])
+                start = stop
+            vectors = np.concatenate(parts)
+            require_finite(vectors, texts, self.model_name)
+        except EmbeddingError as exc:
+            logger.error("%s", exc)
+            raise APIError(500, "the model gave NaN or infinite values for this input") from None
+        return unit_rows(vectors[:, :dimensions])
+
+    def check_tokens(self, texts: list[str], param: str) -> int:
+        """The request's tokens; over ``max_tokens`` a 413, found without tokenising more than needed."""
+        if self.count_tokens is None:
+            return 0
+        limit = self.limits.max_tokens
+        tokens = self.count_tokens(texts, limit)
+        if tokens > limit:  # counting stopped once over the limit: the true count is ≥ tokens
+            raise APIError(413, f"'{param}' has at least {tokens} tokens; at most {limit} per request", param)
+        return tokens
+
+    async def run(
+        self, texts: list[str], param: str, work: Callable[[int], bytes], request: Request
+    ) -> Response:
+        """``work(cost)`` on the model's worker when admitted (smallest request first); 503 when it is not.
+        A request over the character budget is a 413 before it is queued. Its cost is its body's bytes:
+        known from Content-Length before the body is read, so BodyLimit refuses what admission would."""
+        total = sum(len(t) for t in texts)
+        if total > self.request_chars:
+            raise APIError(
+                413,
+                f"'{param}' has {total} characters in all; at most {self.request_chars} per request",
+                param,
+            )
+        cost = len(await request.body())
+        return Response(await self.admission.run(cost, lambda: work(cost)), media_type="application/json")
+
+
+def _service(request: Request) -> ModelService:
+    return request.app.state.service
+
+
+# ------------------------------------------------------------------------------------------- endpoints
+def health(request: Request) -> dict:
+    service = _service(request)
+    return {
+        "status": "ok",
+        "model": service.model_name,
+        "dimension": service.dimension,
+        "index_size": None if service.index is None else len(service.index),
+        "limits": {**asdict(service.limits), "max_request_chars": service.request_chars},  # enforced
+        "queue": service.admission.stats(),
+    }
+
+
+async def embeddings(body, request: Request) -> Response:
+    service, texts = _service(request), _as_list(body.input)
+
+    def work(cost: int) -> bytes:
+        tokens = service.check_tokens(texts, "input")
+        prompt = service.prompts[body.prompt_name] if getattr(body, "prompt_name", None) else ""
+        vectors = service.embed(texts, body.dimensions, prompt, cost)  # a prefix (Matryoshka), unit length
+        data = [
+            {"object": "embedding", "index": i, "embedding": _format(v, body.encoding_format)}
+            for i, v in enumerate(vectors)
+        ]
+        usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+        return _json({"object": "list", "data": data, "model": service.model_name, "usage": usage})
+
+    return await service.run(texts, "input", work, request)
+
+
+async def similarity(body, request: Request) -> Response:
+    service, a, b = _service(request), _as_list(body.a), _as_list(body.b)
+
+    def work(cost: int) -> bytes:
+        service.check_tokens(a + b, "a")
+        vectors = service.embed(a + b, cost=cost)
+        return _json({"scores": (vectors[: len(a)] @ vectors[len(a) :].T).tolist()})
+
+    return await service.run(a + b, "a", work, request)
+
+
+async def search(body, request: Request) -> Response:
+    service = _service(request)
+    index = service.index
+    if index is None:
+        raise APIError(409, "no index is loaded: start the server with --index DIR", "query")
+    queries = _as_list(body.query)
+
+    def work(cost: int) -> bytes:
+        service.check_tokens(queries, "query")
+        query_vectors = service.embed(queries, prompt=service.prompts.get(QUERY, ""), cost=cost)
+        hits = index.search(query_vectors, top_k=body.top_k, threshold=body.threshold)
+        rows = [[{"text": h.text, "score": h.score, "id": h.id} for h in row] for row in hits]
+        return _json({"results": rows})
+
+    return await service.run(queries, "query", work, request)
+
+
+@functools.cache
+def home() -> str:
+    return resources.files("sentcl.serving").joinpath("static/index.html").read_text(encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One route: ``model`` names its request model (api.py's, built for the server's limits), ``queued``
+    says that its work waits in the admission queue (BodyLimit refuses it early when the queue is full)."""
+
+    path: str
+    handler: Callable
+    method: str
+    response_model: type | None
+    responses: dict
+    model: str | None = None
+    queued: bool = False
+    operation_id: str | None = None
+    response_class: type[Response] = JSONResponse
+
+
+#: every route of the API: adding an endpoint is a handler above and a row here (docs/extending.md)
+ENDPOINTS = (
+    # HEAD answers as GET does, for load balancers; one operation id each
+    Endpoint("/health", health, "GET", HealthResponse, PLAIN_RESPONSES, operation_id="health_get"),
+    Endpoint("/health", health, "HEAD", HealthResponse, PLAIN_RESPONSES, operation_id="health_head"),
+    Endpoint("/v1/embeddings", embeddings, "POST", EmbeddingsResponse, MODEL_RESPONSES, "embeddings", True),
+    Endpoint("/similarity", similarity, "POST", SimilarityResponse, MODEL_RESPONSES, "similarity", True),
+    Endpoint("/search", search, "POST", SearchResponse, SEARCH_RESPONSES, "search", True),
+    Endpoint("/", home, "GET", None, PAGE_RESPONSES, response_class=HTMLResponse),
+)
+
+
+def _with_body(handler: Callable, model: type) -> Callable:
+    """``handler`` for one app, its ``body`` read as ``model`` (a request model built for this server's
+    limits: FastAPI reads the annotation, so each app gets a function of its own)."""
+
+    async def endpoint(body, request: Request) -> Response:
+        return await handler(body, request)
+
+    endpoint.__annotations__ = {"body": model, "request": Request, "return": Response}
+    endpoint.__name__ = endpoint.__qualname__ = handler.__name__  # the operation id as before
+    return endpoint
+
+
+# -------------------------------------------------------------------------------- errors, one shape
+async def api_error(request: Request, exc: APIError):
+    return _error(exc.status, exc.message, exc.param)
+
+
+async def busy(request: Request, exc: BusyError):
+    return _error(503, str(exc), headers={"Retry-After": str(exc.retry_after)})
+
+
+async def validation_error(request: Request, exc: RequestValidationError):
+    errors = exc.errors()
+    ours = [e for e in errors if e.get("type") in ("texts", "token_ids")]
+    first = ours[0] if ours else errors[0]
+    if first.get("type") == "json_invalid":  # its loc is a character position, not a parameter
+        return _error(422, f"the body is not valid JSON: {first.get('ctx', {}).get('error', '')}".strip())
+    loc = [p for p in first.get("loc", ()) if p != "body"]
+    if ours:  # the message names the text at fault itself
+        return _error(422, first["msg"], str(loc[0]) if loc else None)
+    where = ".".join(str(p) for p in loc if not _is_branch(p)) or "body"
+    return _error(422, f"{where}: {first.get('msg', 'invalid')}", where)
+
+
+async def http_error(request: Request, exc: StarletteHTTPException):
+    headers = dict(exc.headers) if exc.headers else None
+    if exc.status_code == 405:  # Allow: every method of the path (HEAD /health is a route of its own)
+        routes = [
+            r for r in request.app.routes if isinstance(r, Route) and r.path_regex.match(request.url.path)
+        ]
+        allowed = {m for r in routes for m in r.methods or ()}
+        headers = {**(headers or {}), "Allow": ", ".join(sorted(allowed))}
+    return _error(exc.status_code, str(exc.detail), headers=headers)
+
+
+async def server_error(request: Request, exc: Exception):  # a bug: logged whole, answered in the API's shape
+    logger.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+    return _error(500, "internal error: the server's log has the details")
+
+
+EXCEPTION_HANDLERS: dict[Any, Callable] = {
+    APIError: api_error,
+    BusyError: busy,
+    RequestValidationError: validation_error,
+    StarletteHTTPException: http_error,
+    Exception: server_error,
+}
+
+
 def create_app(
     embedder: Embedder,
     *,
@@ -158,183 +381,39 @@ def create_app(
     ``prompts`` (if any) are applied as sentence-transformers applies them: a search's queries get the
     ``query`` prompt, an embeddings request the prompt it names."""
     prompts = dict(getattr(embedder, "prompts", None) or {})
+    admission = Admission(limits.max_waiting, limits.max_wait_s)
+    request_chars = limits.max_request_chars or 16 * limits.max_tokens
+    service = ModelService(
+        embedder, model_name, dimension, index, limits, count_tokens, admission, request_chars, prompts
+    )
     # no /docs or /redoc: their pages load scripts from a CDN (the API's description is /openapi.json)
     app = FastAPI(
         title="sentcl", summary=f"sentence embeddings from {model_name}", version="1", docs_url=None,
         redoc_url=None,
     )  # fmt: skip
     app.router.route_class = _StrictJSONRoute
-    admission = Admission(limits.max_waiting, limits.max_wait_s)
-    request_chars = limits.max_request_chars or 16 * limits.max_tokens
-    app.state.admission = admission
+    app.state.admission, app.state.service = admission, service
     models = request_models(limits.max_inputs, limits.max_chars, limits.max_top_k, dimension, sorted(prompts))
-    budgets = {"max_request_chars": request_chars, "max_tokens": limits.max_tokens}
-    _document_budgets(app, budgets)
-
-    def embed(texts: list[str], dimensions: int | None = None, prompt: str = "", cost: int = 0) -> np.ndarray:
-        """Unit vectors of ``texts`` (each after ``prompt``); with ``dimensions``, of their first
-        ``dimensions`` coordinates."""
-        try:  # a vector of NaN is never served as [null, ...]
-            parts, stop_of, start = [], dict(slices(texts)), 0
-            chars = max(sum(len(t) for t in texts), 1)
-            left = chars
-            while start < len(texts):
-                if start:  # smaller waiting requests run between slices; the cost left, pro rata
-                    admission.yield_point(int(cost * left / chars))
-                # one slice while others wait, else the rest at once (a batch is fastest whole)
-                stop = stop_of[start] if admission.waiting() else len(texts)
-                part = embedder.encode([prompt + t for t in texts[start:stop]])
-                parts.append(np.asarray(part, dtype=np.float32))
-                left -= sum(len(t) for t in texts[start:stop])
-                start = stop
-            vectors = np.concatenate(parts)
-            require_finite(vectors, texts, model_name)
-        except EmbeddingError as exc:
-            logger.error("%s", exc)
-            raise APIError(500, "the model gave NaN or infinite values for this input") from None
-        return unit_rows(vectors[:, :dimensions])
-
-    def check_tokens(texts: list[str], param: str) -> int:
-        """The request's tokens; over ``max_tokens`` a 413, found without tokenising more than needed."""
-        if count_tokens is None:
-            return 0
-        tokens = count_tokens(texts, limits.max_tokens)
-        if tokens > limits.max_tokens:  # counting stopped once over the limit: the true count is ≥ tokens
-            raise APIError(
-                413, f"'{param}' has at least {tokens} tokens; at most {limits.max_tokens} per request", param
-            )
-        return tokens
-
-    async def model_work(
-        texts: list[str], param: str, work: Callable[[int], bytes], request: Request
-    ) -> Response:
-        """``work(cost)`` on the model's worker when admitted (smallest request first); 503 when it is not.
-        A request over the character budget is a 413 before it is queued. Its cost is its body's bytes:
-        known from Content-Length before the body is read, so BodyLimit refuses what admission would."""
-        total = sum(len(t) for t in texts)
-        if total > request_chars:
-            raise APIError(
-                413, f"'{param}' has {total} characters in all; at most {request_chars} per request", param
-            )
-        cost = len(await request.body())
-        return Response(await admission.run(cost, lambda: work(cost)), media_type="application/json")
-
+    _document_budgets(app, {"max_request_chars": request_chars, "max_tokens": limits.max_tokens})
     app.add_middleware(
         BodyLimit, max_bytes=limits.max_body_bytes, max_total_bytes=limits.max_bodies_bytes,
         admission=admission, queued_paths=MODEL_PATHS,
     )  # fmt: skip
     app.add_middleware(AllowedHosts, hosts=allowed_hosts)  # the outermost: checked before anything else
-
-    @app.exception_handler(APIError)
-    async def api_error(request: Request, exc: APIError):
-        return _error(exc.status, exc.message, exc.param)
-
-    @app.exception_handler(BusyError)
-    async def busy(request: Request, exc: BusyError):
-        return _error(503, str(exc), headers={"Retry-After": str(exc.retry_after)})
-
-    @app.exception_handler(RequestValidationError)
-    async def validation_error(request: Request, exc: RequestValidationError):
-        errors = exc.errors()
-        ours = [e for e in errors if e.get("type") in ("texts", "token_ids")]
-        first = ours[0] if ours else errors[0]
-        if first.get("type") == "json_invalid":  # its loc is a character position, not a parameter
-            return _error(422, f"the body is not valid JSON: {first.get('ctx', {}).get('error', '')}".strip())
-        loc = [p for p in first.get("loc", ()) if p != "body"]
-        if ours:  # the message names the text at fault itself
-            return _error(422, first["msg"], str(loc[0]) if loc else None)
-        where = ".".join(str(p) for p in loc if not _is_branch(p)) or "body"
-        return _error(422, f"{where}: {first.get('msg', 'invalid')}", where)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException):
-        headers = dict(exc.headers) if exc.headers else None
-        if exc.status_code == 405:  # Allow: every method of the path (HEAD /health is a route of its own)
-            routes = [r for r in app.routes if isinstance(r, Route) and r.path_regex.match(request.url.path)]
-            allowed = {m for r in routes for m in r.methods or ()}
-            headers = {**(headers or {}), "Allow": ", ".join(sorted(allowed))}
-        return _error(exc.status_code, str(exc.detail), headers=headers)
-
-    @app.exception_handler(Exception)
-    async def server_error(
-        request: Request, exc: Exception
-    ):  # a bug: logged whole, answered in the API's shape
-        logger.error("%s %s failed", request.method, request.url.path, exc_info=exc)
-        return _error(500, "internal error: the server's log has the details")
-
-    def health() -> dict:
-        return {
-            "status": "ok",
-            "model": model_name,
-            "dimension": dimension,
-            "index_size": None if index is None else len(index),
-            "limits": {**asdict(limits), "max_request_chars": request_chars},  # the budget enforced
-            "queue": admission.stats(),
-        }
-
-    for method in ("GET", "HEAD"):  # one operation id each: HEAD answers as GET does, for load balancers
+    for kind, handler in EXCEPTION_HANDLERS.items():
+        app.add_exception_handler(kind, handler)
+    for route in ENDPOINTS:
         app.add_api_route(
-            "/health", health, methods=[method], operation_id=f"health_{method.lower()}",
-            response_model=HealthResponse, responses=PLAIN_RESPONSES,
+            route.path, _with_body(route.handler, models[route.model]) if route.model else route.handler,
+            methods=[route.method], response_model=route.response_model, responses=route.responses,
+            operation_id=route.operation_id, response_class=route.response_class,
         )  # fmt: skip
-
-    @app.post("/v1/embeddings", response_model=EmbeddingsResponse, responses=MODEL_RESPONSES)
-    @_body(models["embeddings"])
-    async def embeddings(body, request: Request) -> Response:
-        texts = _as_list(body.input)
-
-        def work(cost: int) -> bytes:
-            tokens = check_tokens(texts, "input")
-            prompt = prompts[body.prompt_name] if getattr(body, "prompt_name", None) else ""
-            vectors = embed(texts, body.dimensions, prompt, cost)  # a prefix (Matryoshka), made unit length
-            data = [
-                {"object": "embedding", "index": i, "embedding": _format(v, body.encoding_format)}
-                for i, v in enumerate(vectors)
-            ]
-            usage = {"prompt_tokens": tokens, "total_tokens": tokens}
-            return _json({"object": "list", "data": data, "model": model_name, "usage": usage})
-
-        return await model_work(texts, "input", work, request)
-
-    @app.post("/similarity", response_model=SimilarityResponse, responses=MODEL_RESPONSES)
-    @_body(models["similarity"])
-    async def similarity(body, request: Request) -> Response:
-        a, b = _as_list(body.a), _as_list(body.b)
-
-        def work(cost: int) -> bytes:
-            check_tokens(a + b, "a")
-            vectors = embed(a + b, cost=cost)
-            return _json({"scores": (vectors[: len(a)] @ vectors[len(a) :].T).tolist()})
-
-        return await model_work(a + b, "a", work, request)
-
-    @app.post("/search", response_model=SearchResponse, responses=SEARCH_RESPONSES)
-    @_body(models["search"])
-    async def search(body, request: Request) -> Response:
-        if index is None:
-            raise APIError(409, "no index is loaded: start the server with --index DIR", "query")
-        queries = _as_list(body.query)
-
-        def work(cost: int) -> bytes:
-            check_tokens(queries, "query")
-            query_vectors = embed(queries, prompt=prompts.get(QUERY, ""), cost=cost)
-            hits = index.search(query_vectors, top_k=body.top_k, threshold=body.threshold)
-            rows = [[{"text": h.text, "score": h.score, "id": h.id} for h in row] for row in hits]
-            return _json({"results": rows})
-
-        return await model_work(queries, "query", work, request)
-
-    page = resources.files("sentcl.serving").joinpath("static/index.html").read_text(encoding="utf-8")
-
-    @app.get("/", response_class=HTMLResponse, responses=PAGE_RESPONSES)
-    def home() -> str:
-        return page
-
     return app
 
 
-#: the endpoints whose work waits in the admission queue (BodyLimit refuses them early when it is full)
-MODEL_PATHS = frozenset({"/v1/embeddings", "/similarity", "/search"})
+#: the endpoints whose work waits in the admission queue (BodyLimit refuses them early when it is full):
+#: derived from the route table, so the two cannot drift apart
+MODEL_PATHS = frozenset(route.path for route in ENDPOINTS if route.queued)
 #: characters of one slice of a request's texts (~2,000-2,700 tokens of English): a large request is encoded
 #: slice by slice, and smaller waiting requests run between its slices (admission.py's yield_point)
 SLICE_CHARS = 12_000

@@ -74,3 +74,13 @@ def test_seeds_that_name_no_model_or_models_of_other_kinds_are_one_line(
     assert main(["evaluate", f"{tiny_model_dir},{static}", "--seeds", *argv]) == 2
     err = capsys.readouterr().err
     assert "the runs of one set are one kind of model" in err and "Traceback" not in err
+
+
+def test_the_seed_layout_is_read_where_it_is_written(tmp_path):
+    """One library function reads what train_seeds writes, in the seeds' order (2 before 10)."""
+    from sentcl.training.seeds import seed_folder, seed_folders
+
+    for seed in (10, 2, 1):
+        seed_folder(tmp_path, seed).mkdir()
+    (tmp_path / "seed-x").mkdir()  # not a seed's folder
+    assert seed_folders(tmp_path) == [tmp_path / "seed-1", tmp_path / "seed-2", tmp_path / "seed-10"]

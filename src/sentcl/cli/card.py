@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from sentcl.config import ConfigError
+from sentcl.model.backbone import run_model_folder
 from sentcl.training.model_card import add_evaluation
 
 NAMES = ("card",)
@@ -21,9 +22,7 @@ def add_parser(commands) -> None:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    folder = Path(args.model)
-    if (folder / "model" / "README.md").is_file() and not (folder / "README.md").is_file():
-        folder = folder / "model"  # a run folder: its kept model
+    folder = run_model_folder(args.model)  # a run folder: its kept model
     for name in args.add:
         try:
             results = json.loads(Path(name).read_text(encoding="utf-8"))

@@ -69,7 +69,9 @@ def add_dtype_arguments(
         "per model: fp32, native bf16, or int8 where its STS-B dev stays within 0.3 of fp32; the choice is "
         "logged; on a GPU bf16 where native)",
     )
-    p.add_argument("--int8", action="store_true", help="the same as --dtype int8")
+    p.add_argument(
+        "--int8", action="store_const", dest="dtype", const="int8", help="the same as --dtype int8"
+    )
     several = "; a comma list (cpu,cpu or cuda:0,cuda:1) encodes in one process per entry"
     p.add_argument(
         "--device", default="auto",

@@ -24,15 +24,16 @@ from sentcl.cli.common import (
 )  # fmt: skip
 from sentcl.config import ConfigError
 from sentcl.embedder import Batched, Embedder
-from sentcl.evaluation import resolve_data_dir
+from sentcl.evaluation.data_dir import data_dir_for
 from sentcl.evaluation.senteval_protocols import PROTOCOLS
 from sentcl.evaluation.significance import Comparison, SeedInterval, compare, summarize
 from sentcl.evaluation.suite import EvaluationSuite
-from sentcl.evaluation.tasks import known_tasks, needs_data_dir
+from sentcl.evaluation.tasks import known_tasks
 from sentcl.model import pooler_argument
 from sentcl.model.pooling import LOADING_DEFAULT
 from sentcl.postprocess import POSTPROCESSORS, PostProcessedEmbedder, load_postprocessor
 from sentcl.postprocess.corpus import fit_corpus
+from sentcl.training.seeds import seed_folders
 
 NAMES = ("evaluate",)
 
@@ -104,8 +105,8 @@ def run_command(args: argparse.Namespace) -> int:
     if args.json:
         check_file_target(args.json, "--json", args.overwrite)
     # the user's own files need no shared data; a post-processor fitted on a named corpus does
-    needed = needs_data_dir(args.tasks) or (args.postprocess and not Path(args.postprocess).is_dir())
-    data_dir = resolve_data_dir(args.data_dir) if needed else Path()
+    fits_on_shared = bool(args.postprocess) and not Path(args.postprocess).is_dir()  # a named corpus
+    data_dir = data_dir_for(args.tasks, args.data_dir, also_needed=fits_on_shared)
     suite = EvaluationSuite(data_dir, args.tasks, args.aggregation, args.transfer_protocol)
     if suite.sts is not None:
         suite.sts.require_primary()  # one line before any model loads
@@ -214,7 +215,7 @@ def evaluate_model(
 
 
 def _has_seeds(folder: str) -> bool:
-    return Path(folder).is_dir() and any(Path(folder).glob("seed-*"))
+    return Path(folder).is_dir() and bool(seed_folders(folder))
 
 
 def seed_models(spec: str) -> list[str]:
@@ -225,7 +226,7 @@ def seed_models(spec: str) -> list[str]:
         if not models:
             raise ConfigError(f"--seeds: {spec!r} names no model; name them: MODEL1,MODEL2,...")
         return models
-    folders = sorted(p for p in Path(spec).glob("seed-*") if p.is_dir())
+    folders = seed_folders(spec)
     if not folders:
         raise ConfigError(
             f"--seeds: {spec} holds no seed-N folders (sentcl train --seeds writes them); or name the "

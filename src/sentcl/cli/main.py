@@ -119,8 +119,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.command != "export" and getattr(args, "int8", False):
-        args.dtype = "int8"  # --int8 is --dtype int8, resolved here once
     logging.basicConfig(
         level=logging.WARNING if args.quiet else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
     )

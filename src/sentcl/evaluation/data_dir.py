@@ -67,3 +67,13 @@ def download_senteval(target: Path) -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return target
+
+
+def data_dir_for(tasks, explicit: str | Path | None = None, also_needed: bool = False) -> Path:
+    """The data folder a request of ``tasks`` reads: none (``Path()``) when every task is the user's own
+    file or folder (and nothing else, ``also_needed``, wants the shared data), else ``resolve_data_dir``'s
+    (``explicit``, $SENTCL_DATA or the download cache). The one place this is decided, for ``sentcl
+    evaluate`` and ``training.eval_task`` alike."""
+    from sentcl.evaluation.registry import needs_data_dir
+
+    return resolve_data_dir(explicit) if also_needed or needs_data_dir(tasks) else Path()

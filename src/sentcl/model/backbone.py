@@ -94,13 +94,26 @@ def _model_folder(path: Path) -> bool:
     return (path / "config.json").is_file() or static_module_dir(path) is not None
 
 
+#: the folder inside a sentcl run folder that holds its kept model
+RUN_MODEL = "model"
+
+
+def run_model_folder(path: str | Path) -> Path:
+    """``path`` itself, or the kept model inside it where ``path`` is a sentcl run folder (``path/model``
+    holds a model and ``path`` does not)."""
+    path = Path(path)
+    if not _model_folder(path) and _model_folder(path / RUN_MODEL):
+        return path / RUN_MODEL
+    return path
+
+
 def resolve_model_path(name_or_path: str) -> str:
     path = Path(name_or_path).expanduser()
     if path.exists():
         if not path.is_dir():
             raise ModelLoadError(f"{path}: a model must be a folder, not a file")
-        if not _model_folder(path) and _model_folder(path / "model"):
-            return str(path / "model")  # a sentcl run folder: its best model
+        if run_model_folder(path) != path:
+            return str(run_model_folder(path))  # a sentcl run folder: its best model
         if not _model_folder(path):
             raise ModelLoadError(f"{path}: no config.json here; not a Hugging Face model folder")
         return str(path)

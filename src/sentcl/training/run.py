@@ -31,8 +31,9 @@ from sentcl import finite_json
 from sentcl.atomic_write import atomic_file, recover_folder, stale_temporaries
 from sentcl.config import ConfigError, expand_path
 from sentcl.errors import MissingDataError
-from sentcl.evaluation import TaskSpecError, resolve_data_dir
-from sentcl.evaluation.tasks import Evaluator, build_evaluator, needs_data_dir
+from sentcl.evaluation import TaskSpecError
+from sentcl.evaluation.data_dir import data_dir_for
+from sentcl.evaluation.tasks import Evaluator, build_evaluator
 from sentcl.training import distributed
 from sentcl.training.distributed import DistributedContext
 from sentcl.training.trackers import check_trackers
@@ -204,14 +205,8 @@ def task_evaluator(loop) -> tuple[Evaluator, Path]:
     chooses the kept model — on ``training.eval_data_dir`` (or $SENTCL_DATA, or the download cache),
     refused before training when its files are missing."""
     try:
-        own_files = not needs_data_dir(loop.eval_task)  # the user's pair file or retrieval folder
-        data_dir = (
-            Path()
-            if own_files
-            else resolve_data_dir(
-                loop.eval_data_dir and expand_path(loop.eval_data_dir, "training.eval_data_dir")
-            )
-        )
+        explicit = loop.eval_data_dir and expand_path(loop.eval_data_dir, "training.eval_data_dir")
+        data_dir = data_dir_for(loop.eval_task, explicit)  # none for the user's own pair file or folder
         evaluator = build_evaluator(data_dir, loop.eval_task)
     except TaskSpecError as exc:
         raise ConfigError(f"training.eval_task: {exc}") from None

@@ -8,6 +8,7 @@ evaluates the same folders on any task, and ``--against`` compares two of them).
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,6 +18,24 @@ from sentcl.evaluation.significance import summarize
 from sentcl.training.contrastive import TrainResult, train
 from sentcl.training.recipe import TrainConfig
 
+#: the run folder of one seed inside the folder ``sentcl train --seeds`` writes
+SEED_FOLDER = "seed-{seed}"
+_SEED = re.compile(r"seed-(\d+)")
+
+
+def seed_folder(root: str | Path, seed: int) -> Path:
+    return Path(root) / SEED_FOLDER.format(seed=seed)
+
+
+def seed_folders(root: str | Path) -> list[Path]:
+    """The seed run folders ``train_seeds`` wrote in ``root``, in the order of their seeds (2 before 10)."""
+    found = [
+        (int(m.group(1)), p)
+        for p in Path(root).glob("seed-*")
+        if p.is_dir() and (m := _SEED.fullmatch(p.name))
+    ]
+    return [path for _, path in sorted(found)]
+
 
 def train_seeds(
     config: TrainConfig, seeds: list[int]
@@ -24,7 +43,7 @@ def train_seeds(
     root = Path(config.training.output_dir)
     results = []
     for seed in seeds:
-        loop = replace(config.training, seed=seed, output_dir=str(root / f"seed-{seed}"))
+        loop = replace(config.training, seed=seed, output_dir=str(seed_folder(root, seed)))
         results.append(train(replace(config, training=loop)))
     aggregate = aggregate_metrics([r.best_metrics for r in results if r.best_metrics is not None])
     with atomic_file(root / "seeds.json") as handle:

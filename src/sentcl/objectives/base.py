@@ -88,6 +88,8 @@ class Objective(nn.Module):
     matryoshka_refusal: ClassVar[str | None] = "is not a loss on sentence embeddings"
     #: why its loss cannot be measured on held-out rows (training.select_by: loss); None: it can
     held_out_refusal: ClassVar[str | None] = None
+    #: whether it trains PromptBERT's representation (``model.pooler: prompt``); no other objective does
+    trains_prompt: ClassVar[bool] = False
 
     config: ObjectiveConfig
     encoder: SentenceEncoder | None
@@ -116,8 +118,21 @@ class Objective(nn.Module):
 
     @classmethod
     def check_pooler(cls, pooler: str) -> None:
+        """The recipe's ``model.pooler`` against what this objective trains: one ConfigError naming the key
+        (the objective's own rules live here, not in the recipe reader)."""
+        name = cls.__module__.rsplit(".", 1)[-1]  # the registry's name (tests/objectives/test_names.py)
         if pooler in cls.untrained_poolers:
             raise ConfigError(f"model.pooler: {pooler!r} {cls.untrained_poolers[pooler]}")
+        if pooler == "prompt" and not cls.trains_prompt:
+            raise ConfigError(
+                f"model.pooler: prompt is PromptBERT's representation; objective {name} does not train it "
+                "(objective.name: promptbert does)"
+            )
+        if pooler.startswith("ditto"):
+            raise ConfigError(
+                f"model.pooler: {pooler} is Ditto's training-free pooler (it reads an attention head of a "
+                "model as it is); train with another pooler and read the result with --pooler ditto-L-H"
+            )
 
 
 class ContrastiveObjective(Objective):

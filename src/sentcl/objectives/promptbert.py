@@ -58,6 +58,7 @@ class PromptBERT(Objective):
 
     config: PromptBERTConfig
     matryoshka_refusal = "maps its views through an MLP of its own"
+    trains_prompt = True  # model.pooler: prompt is its representation
     paper = "Jiang et al., PromptBERT: Improving BERT Sentence Embeddings with Prompts, EMNLP 2022"
 
     def __init__(self, config: PromptBERTConfig | None = None, encoder=None, data=None):

@@ -158,17 +158,7 @@ def recipe_from_dict(data: dict[str, Any]) -> TrainConfig:
         raise ConfigError(f"objective.name: {shown(name)} is not one of {', '.join(REGISTRY)}")
     objective_class, objective_config = REGISTRY[name]
     model = from_dict(ModelConfig, data.get("model") or {}, prefix="model")
-    objective_class.check_pooler(model.pooler)
-    if model.pooler == "prompt" and name != "promptbert":
-        raise ConfigError(
-            f"model.pooler: prompt is PromptBERT's representation; objective {name} does not train it "
-            "(objective.name: promptbert does)"
-        )
-    if model.pooler.startswith("ditto"):
-        raise ConfigError(
-            f"model.pooler: {model.pooler} is Ditto's training-free pooler (it reads an attention head of a "
-            "model as it is); train with another pooler and read the result with --pooler ditto-L-H"
-        )
+    objective_class.check_pooler(model.pooler)  # the objective's own rules (objectives/base.py)
     return TrainConfig(
         model=model,
         data=from_dict(DataConfig, data.get("data") or {}, prefix="data"),

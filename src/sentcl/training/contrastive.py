@@ -15,13 +15,14 @@ from pathlib import Path
 
 import torch
 
-from sentcl.analysis.alignment_uniformity import geometry_snapshot, stsb_probe
+from sentcl.analysis.alignment_uniformity import AlignUniformProbe, geometry_snapshot, stsb_probe
 from sentcl.config import ConfigError, load_yaml
 from sentcl.data import ContrastiveDataset, build_dataset, read_records
 from sentcl.data.named import resolve_train_file
 from sentcl.data.streaming import StreamingDataset, check_streaming
 from sentcl.embedder import CachedEmbedder
-from sentcl.model import SentenceEncoder, build_encoder
+from sentcl.evaluation.tasks import Evaluator
+from sentcl.model import SentenceEncoder, StaticEncoder, build_encoder
 from sentcl.model.backbone import check_positions
 from sentcl.objectives import REGISTRY, build_objective
 from sentcl.training import distributed
@@ -36,7 +37,7 @@ from sentcl.training.guards import (
 from sentcl.training.model_card import card_data, write_model_card
 from sentcl.training.recipe import TrainConfig, recipe_from_dict
 from sentcl.training.run import finish_run, open_run, running, task_evaluator
-from sentcl.training.selection import HeldOutProbe, hold_out, selection
+from sentcl.training.selection import HeldOutProbe, Selection, hold_out, selection
 from sentcl.training.steps import Steps, run_steps
 
 logger = logging.getLogger(__name__)
@@ -75,18 +76,8 @@ def _train(config: TrainConfig, start, also_measure) -> TrainResult:
         records = None
     else:
         records = read_records(train_file, header=config.data.header)
-    evaluator, probe, held_rows = None, None, None
-    refusal = REGISTRY[config.objective_name][0].held_out_refusal
-    if loop.select_by == "loss" and refusal:  # before any table is built from the data
-        raise ConfigError(
-            f"training.select_by: loss measures the objective on held-out rows, but "
-            f"{config.objective_name} {refusal}; select by align_uniform or stsb-dev"
-        )
-    if loop.select_by != "stsb-dev":  # label-free selection: its examples never reach training
-        assert records is not None  # check_streaming refused a label-free selection of a stream
-        records, held_rows = hold_out(records, loop.select_holdout)
-        if context.world_size > 1 and loop.select_by == "loss":
-            raise ConfigError("training.select_by: loss is evaluated on rank 0 alone; use align_uniform")
+    records, held_rows = _hold_out_for_selection(config, records, context.world_size)
+    evaluator, probe = None, None
     if loop.eval_steps > 0 and loop.eval_task != "none":
         evaluator, data_dir = task_evaluator(loop)
         if loop.log_geometry:
@@ -102,16 +93,7 @@ def _train(config: TrainConfig, start, also_measure) -> TrainResult:
         dataset = StreamingDataset(train_file, config.data, encoder.tokenizer, config.data.shuffle_buffer)
     else:
         dataset = build_dataset(config.data, records, encoder.tokenizer)
-    if not getattr(encoder, "has_dropout", True) and dropout_copies(dataset):
-        raise ConfigError(
-            f"data.n_views: {train_file} has one sentence per row, so its {dataset.n_views} views would be "
-            "dropout copies, and a static model has no dropout (they would be identical): set "
-            "data.n_views: 1 (distillation from a teacher) or train on pairs"
-        )
-    if loop.child_tuning.mode != "off" and not isinstance(encoder, SentenceEncoder):
-        raise ConfigError(
-            "training.child_tuning: it masks a transformer's gradients; a static model has none"
-        )
+    _check_encoder_and_data(config, encoder, dataset, train_file)
     chooser = selection(loop.select_by, evaluator.primary if evaluator else None) if loop.eval_steps else None
     held = None
     if held_rows is not None:
@@ -136,42 +118,16 @@ def _train(config: TrainConfig, start, also_measure) -> TrainResult:
     if loop.child_tuning.mode != "off":
         assert isinstance(encoder, SentenceEncoder)  # refused above for a static model
         child = ChildTuning(loop.child_tuning, encoder.backbone, loop.seed, optimized=objective)
-
-    def evaluate(step: int) -> dict:
-        with finite_evaluation(step):
-            return measure(step)
-
-    def measure(step: int) -> dict:
-        embedder = CachedEmbedder(encoder)  # STS and geometry share one encoding of each sentence
-        metrics = evaluator(embedder) if evaluator is not None else {}
-        if held is not None:
-            metrics |= held(objective, encoder, device)
-        assert chooser is not None  # evaluations happen only with eval_steps, which made the chooser
-        require_finite_metric(chooser.key, metrics[chooser.key], step)  # before any SVD of it
-        record = {"eval": metrics}
-        if probe is not None:
-            record["geometry"] = geometry_snapshot(embedder, probe)
-        if also_measure is not None:
-            record["measured"] = also_measure(embedder)
-        return record
-
-    def keep_the_best(step: int, metrics: dict[str, float], state: LoopState) -> str | None:
-        """``model/`` is the best evaluated model by ``training.select_by`` (step 0 only when asked)."""
-        if step == 0 and not loop.start_is_candidate:
-            return None
-        assert chooser is not None
-        if chooser.better(metrics, state.best_metrics):
-            state.best_metrics, state.best_step = metrics, step
-            encoder.save(output_dir / "model", overwrite=True)
-            return f"best {chooser.key}={metrics[chooser.key]:.4g} @ {step}"
-        return None
-
+    evaluation = Evaluation(
+        encoder, objective, device, output_dir, loop.start_is_candidate, evaluator, chooser, held, probe,
+        also_measure,
+    )  # fmt: skip
     steps = Steps(
         objective=objective,
         dataset=dataset,
         trained=torch.nn.ModuleList([objective] + ([child] if child is not None else [])),
-        evaluate=evaluate if chooser is not None else None,
-        evaluated=keep_the_best,
+        evaluate=evaluation if chooser is not None else None,
+        evaluated=evaluation.keep_the_best,
         eval_at_start=loop.eval_at_start,
         group_by_length=config.data.group_by_length,
         drop_last=loop.drop_last,
@@ -190,14 +146,99 @@ def _train(config: TrainConfig, start, also_measure) -> TrainResult:
     )  # fmt: skip
     finish_run(start, result.summary())
     if context.is_main:
-        summary = result.summary()
-        kept = [r for r in outcome.history if r.get("step") == state.best_step and "geometry" in r]
-        paper = REGISTRY[config.objective_name][0].paper
-        summary = {k: v for k, v in summary.items() if k != "model"}
-        card = card_data(recipe, paper, summary, kept[-1]["geometry"] if kept else None)
-        write_model_card(output_dir / "model", card)
+        _write_card(config, recipe, result, outcome.history)
     distributed.barrier(context)
     return result
+
+
+def _hold_out_for_selection(config: TrainConfig, records, world_size: int):
+    """(the training rows, the held-out rows or None): label-free selection (``training.select_by`` other
+    than stsb-dev) holds out examples that never reach training; what it cannot measure is refused before
+    any table is built from the data."""
+    loop = config.training
+    refusal = REGISTRY[config.objective_name][0].held_out_refusal
+    if loop.select_by == "loss" and refusal:
+        raise ConfigError(
+            f"training.select_by: loss measures the objective on held-out rows, but "
+            f"{config.objective_name} {refusal}; select by align_uniform or stsb-dev"
+        )
+    if loop.select_by == "stsb-dev":
+        return records, None
+    assert records is not None  # check_streaming refused a label-free selection of a stream
+    if world_size > 1 and loop.select_by == "loss":
+        raise ConfigError("training.select_by: loss is evaluated on rank 0 alone; use align_uniform")
+    return hold_out(records, loop.select_holdout)
+
+
+def _check_encoder_and_data(config: TrainConfig, encoder, dataset, train_file) -> None:
+    """What a static encoder cannot train: dropout copies as views, Child-Tuning's transformer masks."""
+    if not getattr(encoder, "has_dropout", True) and dropout_copies(dataset):
+        raise ConfigError(
+            f"data.n_views: {train_file} has one sentence per row, so its {dataset.n_views} views would be "
+            "dropout copies, and a static model has no dropout (they would be identical): set "
+            "data.n_views: 1 (distillation from a teacher) or train on pairs"
+        )
+    if config.training.child_tuning.mode != "off" and not isinstance(encoder, SentenceEncoder):
+        raise ConfigError(
+            "training.child_tuning: it masks a transformer's gradients; a static model has none"
+        )
+
+
+@dataclass
+class Evaluation:
+    """The run's evaluation: the task's metrics (with the held-out loss, the geometry and a study's extra
+    measurements where asked), and what is kept — ``model/``, the best evaluated model by
+    ``training.select_by`` (step 0 only when asked)."""
+
+    encoder: SentenceEncoder | StaticEncoder
+    objective: torch.nn.Module
+    device: torch.device
+    output_dir: Path
+    start_is_candidate: bool
+    evaluator: Evaluator | None
+    chooser: Selection | None
+    held: HeldOutProbe | None
+    probe: AlignUniformProbe | None
+    also_measure: Callable[[CachedEmbedder], dict] | None
+
+    def __call__(self, step: int) -> dict:
+        with finite_evaluation(step):
+            return self.measure(step)
+
+    def measure(self, step: int) -> dict:
+        embedder = CachedEmbedder(self.encoder)  # STS and geometry share one encoding of each sentence
+        metrics = self.evaluator(embedder) if self.evaluator is not None else {}
+        if self.held is not None:
+            metrics |= self.held(self.objective, self.encoder, self.device)
+        chooser = self.chooser
+        assert chooser is not None  # evaluations happen only with eval_steps, which made the chooser
+        require_finite_metric(chooser.key, metrics[chooser.key], step)
+        record = {"eval": metrics}
+        if self.probe is not None:
+            record["geometry"] = geometry_snapshot(embedder, self.probe)
+        if self.also_measure is not None:
+            record["measured"] = self.also_measure(embedder)
+        return record
+
+    def keep_the_best(self, step: int, metrics: dict[str, float], state: LoopState) -> str | None:
+        if step == 0 and not self.start_is_candidate:
+            return None
+        chooser = self.chooser
+        assert chooser is not None
+        if chooser.better(metrics, state.best_metrics):
+            state.best_metrics, state.best_step = metrics, step
+            self.encoder.save(self.output_dir / "model", overwrite=True)
+            return f"best {chooser.key}={metrics[chooser.key]:.4g} @ {step}"
+        return None
+
+
+def _write_card(config: TrainConfig, recipe: dict, result: TrainResult, history: list[dict]) -> None:
+    """The kept model's card: the recipe, the paper, the run's summary and the kept step's geometry."""
+    kept = [r for r in history if r.get("step") == result.best_step and "geometry" in r]
+    paper = REGISTRY[config.objective_name][0].paper
+    summary = {k: v for k, v in result.summary().items() if k != "model"}
+    card = card_data(recipe, paper, summary, kept[-1]["geometry"] if kept else None)
+    write_model_card(result.output_dir / "model", card)
 
 
 def read_recipe(path: Path) -> dict:

@@ -70,6 +70,30 @@ class Outcome:
     last_metrics: dict[str, float] | None  # the last evaluation's
 
 
+def _starting_state(
+    loop, steps: Steps, context, device, output_dir: Path, resume: bool, optimizer, scheduler, order
+):
+    """Where the run starts: the checkpoint's state (and its epoch's data order) on ``resume``; else step 0,
+    after Child-Tuning_D's estimate of the Fisher information where the run uses it."""
+    if resume:
+        state, epoch_order_state = load_checkpoint(
+            output_dir / "checkpoint", steps.trained, optimizer, scheduler
+        )
+        order.generator.set_state(epoch_order_state)
+        logger.info("resumed from %s at step %d", output_dir / "checkpoint", state.step)
+        return state
+    if steps.child is not None and steps.child.config.mode == "D":
+        steps.trained.train()  # with dropout, as in training
+        steps.child.estimate_fisher(
+            fisher_batches(steps.dataset, loop, context, device),
+            lambda batch: forward_backward(steps.objective, batch, steps.gradcache_chunk),
+            steps.trained,
+            reduce=lambda fisher: distributed.sum_over_ranks(fisher, context),  # one child on every rank
+            clip=loop.max_grad_norm,
+        )
+    return LoopState()
+
+
 def run_steps(loop, steps: Steps, context, device: torch.device, output_dir: Path, resume: bool) -> Outcome:
     """Data order → forward/backward → AdamW step, with logging, evaluation and checkpoints; exact resume
     from ``output_dir/checkpoint``. Read top to bottom: the schedule, the optimiser, where the run starts
@@ -80,21 +104,7 @@ def run_steps(loop, steps: Steps, context, device: torch.device, output_dir: Pat
     scheduler = build_scheduler(optimizer, plan.warmup, plan.total_steps)
     order = BatchOrder(dataset, loop, context, plan.batches_per_epoch, steps.group_by_length)
 
-    # where the run starts
-    state = LoopState()
-    if resume:
-        state, epoch_order_state = load_checkpoint(output_dir / "checkpoint", trained, optimizer, scheduler)
-        order.generator.set_state(epoch_order_state)
-        logger.info("resumed from %s at step %d", output_dir / "checkpoint", state.step)
-    elif steps.child is not None and steps.child.config.mode == "D":
-        trained.train()  # with dropout, as in training
-        steps.child.estimate_fisher(
-            fisher_batches(dataset, loop, context, device),
-            lambda batch: forward_backward(objective, batch, steps.gradcache_chunk),
-            trained,
-            reduce=lambda fisher: distributed.sum_over_ranks(fisher, context),  # one child on every rank
-            clip=loop.max_grad_norm,
-        )
+    state = _starting_state(loop, steps, context, device, output_dir, resume, optimizer, scheduler, order)
     logger.info(
         "%d examples × %d views, %d steps of batch %d on %s", len(dataset), dataset.n_views, plan.total_steps,
         loop.batch_size, device,

@@ -13,13 +13,16 @@ NAMES = ("train", "pretrain")
 
 
 def add_parser(commands) -> None:
+    from sentcl.objectives import REGISTRY  # with the installed packages' objectives (entry points)
+
+    objectives = f"objectives (objective.name): {', '.join(REGISTRY)}"
     for name, help_text, example, override in (
         ("train", "train a sentence encoder from a YAML recipe", "configs/simcse_unsup_minilm_cpu.yaml",
          "training.learning_rate=1e-5"),
         ("pretrain", "masked-LM pre-training: a raw encoder from scratch, or continued",
          "configs/pretrain/raw_bert_4l_256.yaml", "training.max_steps=100"),
     ):  # fmt: skip
-        p = commands.add_parser(name, help=help_text)
+        p = commands.add_parser(name, help=help_text, epilog=objectives if name == "train" else None)
         p.add_argument("config", help=f"recipe, e.g. {example}")
         p.add_argument("overrides", nargs="*", metavar="key=value", help=f"e.g. {override}")
         p.add_argument("--output", help="output folder (overrides training.output_dir)")

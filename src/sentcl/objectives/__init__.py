@@ -42,6 +42,40 @@ REGISTRY: dict[str, tuple[type[Objective], type[ObjectiveConfig]]] = {
     "promptbert": (PromptBERT, PromptBERTConfig),
 }
 
+#: objectives of other installed packages: an entry point of this group names a ``(Objective class, its
+#: config dataclass)`` pair, e.g. in their pyproject.toml ``[project.entry-points."sentcl.objectives"]
+#: toy = "toy_objective:ENTRY"``; the entry point's name is the recipe's ``objective.name``
+PLUGIN_GROUP = "sentcl.objectives"
+
+
+def load_plugins() -> list[str]:
+    """Add the installed packages' objectives to ``REGISTRY`` (sentcl's own names are never replaced);
+    the names added. One that does not load, or is not such a pair, is a warning naming it, not a crash of
+    every command."""
+    import logging
+    from importlib.metadata import entry_points
+
+    added = []
+    for point in sorted(entry_points(group=PLUGIN_GROUP), key=lambda p: p.name):
+        if point.name in REGISTRY:
+            continue
+        try:
+            pair = point.load()
+            objective_class, config_class = pair
+            if not (issubclass(objective_class, Objective) and issubclass(config_class, ObjectiveConfig)):
+                raise TypeError("not an (Objective subclass, ObjectiveConfig subclass) pair")
+        except Exception as exc:  # another package's code: said, and the rest of sentcl goes on
+            logging.getLogger(__name__).warning(
+                "objective %s (%s) is not loaded: %s", point.name, point.value, exc
+            )
+            continue
+        REGISTRY[point.name] = (objective_class, config_class)
+        added.append(point.name)
+    return added
+
+
+load_plugins()
+
 # One name per method: registry key = module = class (its letters) = docs/methods page. The classes' names
 # from before that rule stay importable for code written against them.
 InfoNCE, InfoNCEConfig = SimCSE, SimCSEConfig
@@ -63,6 +97,7 @@ __all__ = [
     "CLINE",
     "DCLR",
     "EASE",
+    "PLUGIN_GROUP",
     "REGISTRY",
     "SGOPT",
     "AlignUniform",
@@ -104,4 +139,5 @@ __all__ = [
     "WithMLM",
     "build_objective",
     "info_nce_loss",
+    "load_plugins",
 ]

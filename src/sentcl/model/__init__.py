@@ -9,6 +9,7 @@ from sentcl.model.inference import for_inference, load_encoder
 from sentcl.model.packing import backbone_states
 from sentcl.model.pooling import POOLERS, pad_rows, pooler_argument
 from sentcl.model.static import StaticEncoder
+from sentcl.model.trainable import TrainableEncoder
 
 __all__ = [
     "POOLERS",
@@ -17,6 +18,7 @@ __all__ = [
     "ModelLoadError",
     "SentenceEncoder",
     "StaticEncoder",
+    "TrainableEncoder",
     "backbone_states",
     "build_encoder",
     "for_inference",

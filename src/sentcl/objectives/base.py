@@ -34,7 +34,7 @@ from sentcl.objectives.output import ObjectiveOutput
 from sentcl.objectives.similarity import full
 
 if TYPE_CHECKING:
-    from sentcl.model import SentenceEncoder
+    from sentcl.model import TrainableEncoder
 
 
 @dataclass
@@ -92,9 +92,9 @@ class Objective(nn.Module):
     trains_prompt: ClassVar[bool] = False
 
     config: ObjectiveConfig
-    encoder: SentenceEncoder | None
+    encoder: TrainableEncoder | None  # what an objective may call on it: model/trainable.py
 
-    def __init__(self, config: ObjectiveConfig, encoder: SentenceEncoder | None = None, data=None):
+    def __init__(self, config: ObjectiveConfig, encoder: TrainableEncoder | None = None, data=None):
         """``data``: the training dataset, for objectives whose tables come from it (EASE's entities);
         the others leave it."""
         super().__init__()
@@ -111,7 +111,7 @@ class Objective(nn.Module):
     def forward(self, batch) -> ObjectiveOutput:  # pragma: no cover - interface
         raise NotImplementedError
 
-    def require_encoder(self) -> SentenceEncoder:
+    def require_encoder(self) -> TrainableEncoder:
         if self.encoder is None:
             raise ValueError(f"{type(self).__name__} needs the encoder: build it with encoder=")
         return self.encoder

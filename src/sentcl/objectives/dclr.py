@@ -40,7 +40,7 @@ import torch
 import torch.nn.functional as F
 
 from sentcl.config import ConfigError
-from sentcl.model import SentenceEncoder
+from sentcl.model import SentenceEncoder, TrainableEncoder
 from sentcl.objectives.base import ContrastiveConfig, ContrastiveObjective, ObjectiveOutput
 from sentcl.objectives.similarity import cosine_matrix, gather_with_grad
 
@@ -174,6 +174,7 @@ class DCLR(ContrastiveObjective):
     def __init__(self, config: DCLRConfig | None = None, encoder: SentenceEncoder | None = None, data=None):
         super().__init__(config or DCLRConfig(complementary_model=START), encoder)
         self.config.validate()
+        self.complementary: TrainableEncoder
         if self.config.complementary_model != START:
             self.complementary = SentenceEncoder.load(self.config.complementary_model).frozen_copy()
         else:

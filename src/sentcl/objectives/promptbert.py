@@ -36,6 +36,7 @@ import torch
 from torch import nn
 
 from sentcl.config import ConfigError
+from sentcl.model import SentenceEncoder
 from sentcl.objectives.base import Objective, ObjectiveOutput
 from sentcl.objectives.simcse import SimCSEConfig, info_nce_loss
 
@@ -89,6 +90,9 @@ class PromptBERT(Objective):
     def denoised(self, input_ids, attention_mask, template: str) -> torch.Tensor:
         """[N, H] the [MASK] states of [N, L] sentences in ``template``, denoised where configured."""
         encoder = self.require_encoder()
+        assert isinstance(
+            encoder, SentenceEncoder
+        )  # the prompt pooler is a transformer's (its recipe checks)
         return encoder.prompt_vectors(input_ids, attention_mask, template, self.config.denoise).float()
 
     def forward(self, batch) -> ObjectiveOutput:

@@ -98,11 +98,11 @@ class SGOPT(ContrastiveObjective):
 
     def __init__(self, config: SGOPTConfig | None = None, encoder: SentenceEncoder | None = None, data=None):
         super().__init__(config or SGOPTConfig(), encoder)
-        c, encoder = self.config, self.require_encoder()
-        self.fixed = encoder.frozen_copy()  # BERT_F
+        c, trained = self.config, self.require_encoder()
+        self.fixed = trained.frozen_copy()  # BERT_F
         if c.freeze_embeddings:
-            encoder.freeze_input_embeddings()
-        self.projection = projection_head(encoder.hidden_size, c.projection_size, encoder.initializer_range)
+            trained.freeze_input_embeddings()
+        self.projection = projection_head(trained.hidden_size, c.projection_size, trained.initializer_range)
 
     def regularizer(self) -> torch.Tensor:
         """Σ_θ ‖θ_T − θ_F‖² over BERT_T's trained parameters (the two encoders share one architecture)."""

@@ -148,3 +148,32 @@ def test_bad_selection_settings_name_the_key(tmp_path, tiny_model_dir, wiki_file
     with pytest.raises(ConfigError, match=message):
         config(tiny_model_dir, wiki_file, tmp_path / "run", **training)
     assert not (tmp_path / "run").exists()
+
+
+def test_a_recipe_passes_the_tasks_options(stsb_data_dir):
+    """training.eval_options: sentcl evaluate's options for training.eval_task (issue 56 item 4)."""
+    from sentcl.config import ConfigError
+    from sentcl.training.recipe import recipe_from_dict
+    from sentcl.training.run import task_evaluator
+
+    def loop(options):
+        training = {
+            "eval_task": "STS12,stsb-dev",
+            "eval_data_dir": str(stsb_data_dir),
+            "eval_options": options,
+        }
+        return recipe_from_dict(
+            {"model": {"name_or_path": "m"}, "data": {"train_file": "t"}, "training": training}
+        ).training
+
+    assert loop({"aggregation": "wmean"}).eval_options.aggregation == "wmean"
+    with pytest.raises(
+        ConfigError, match=r"training.eval_options.aggregation: 'median' is not one of all, mean"
+    ):
+        loop({"aggregation": "median"})
+    with pytest.raises(ConfigError, match=r"unknown config key 'training.eval_options.k'"):
+        loop({"k": 10})
+    chosen = loop({"aggregation": "mean"})
+    chosen.eval_task = "stsb-dev"
+    evaluator, _ = task_evaluator(chosen)
+    assert evaluator.aggregation == "mean"

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sentcl.config import ConfigError
 from sentcl.errors import UserError
 
 
@@ -22,12 +23,21 @@ class TaskSpecError(UserError, ValueError):
     """An evaluation task name or option that does not exist."""
 
 
+#: STS12–16's aggregations of their datasets (evaluation/sts.py)
+AGGREGATIONS = ("all", "mean", "wmean")
+
+
 @dataclass(frozen=True)
 class Options:
-    """What a request may set for every family (each reads what concerns it)."""
+    """What a request may set for every family (each reads what concerns it): ``sentcl evaluate``'s options,
+    and a recipe's ``training.eval_options``."""
 
     aggregation: str = "all"  # STS12–16: all | mean | wmean
-    transfer_protocol: str = "simcse"
+    transfer_protocol: str = "simcse"  # SentEval transfer: simcse | senteval-sklearn (checked by its family)
+
+    def validate(self) -> None:
+        if self.aggregation not in AGGREGATIONS:
+            raise ConfigError(f"aggregation: {self.aggregation!r} is not one of {', '.join(AGGREGATIONS)}")
 
 
 @dataclass(frozen=True)

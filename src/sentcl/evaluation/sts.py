@@ -24,10 +24,9 @@ from scipy.stats import pearsonr, spearmanr
 
 from sentcl.embedder import Embedder
 from sentcl.errors import MissingDataError
-from sentcl.evaluation.registry import TaskSpecError, parse_family
+from sentcl.evaluation.registry import AGGREGATIONS, TaskSpecError, parse_family
 from sentcl.evaluation.sts_data import DISPLAY_NAMES, STS_TASKS, STSTask, load_task
 
-AGGREGATIONS = ("all", "mean", "wmean")
 #: the split of a task that enters SimCSE's 7-task table (STS12–16: every dataset, aggregated)
 _TABLE_SPLIT = {"STSBenchmark": "test", "SICKRelatedness": "test"}
 

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from sentcl import precision
 from sentcl.config import ConfigError, apply_overrides, from_dict, load_yaml, shown, to_dict
 from sentcl.data import DataConfig
+from sentcl.evaluation.registry import Options
 from sentcl.model import ModelConfig
 from sentcl.objectives import REGISTRY
 from sentcl.training.child_tuning import ChildTuningConfig
@@ -40,6 +41,8 @@ class RunConfig:
     #: evaluate every N steps (and at the end); 0 = no evaluation
     eval_steps: int = 125
     eval_task: str = "stsb-dev"
+    #: the task's options, as ``sentcl evaluate`` takes them: aggregation (STS12–16), transfer_protocol
+    eval_options: Options = field(default_factory=Options)
     #: evaluation data folder; null = $SENTCL_DATA, else the download cache
     eval_data_dir: str | None = None
     logging_steps: int = 10

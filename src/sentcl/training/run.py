@@ -207,7 +207,7 @@ def task_evaluator(loop) -> tuple[Evaluator, Path]:
     try:
         explicit = loop.eval_data_dir and expand_path(loop.eval_data_dir, "training.eval_data_dir")
         data_dir = data_dir_for(loop.eval_task, explicit)  # none for the user's own pair file or folder
-        evaluator = build_evaluator(data_dir, loop.eval_task)
+        evaluator = build_evaluator(data_dir, loop.eval_task, loop.eval_options)
     except TaskSpecError as exc:
         raise ConfigError(f"training.eval_task: {exc}") from None
     except MissingDataError as exc:

@@ -17,6 +17,7 @@ from sentcl import objectives
 from sentcl.training.contrastive import train
 from sentcl.training.recipe import recipe_from_dict
 from tests.conftest import SENTENCES
+from tests.training.crash import crash_after_a_checkpoint
 
 TOY = '''
 """A toy objective outside sentcl: SimCSE's InfoNCE with its temperature halved."""
@@ -71,7 +72,6 @@ def installed_toy(tmp_path, monkeypatch):
 def test_an_objective_from_another_package_trains_and_resumes_exactly(
     installed_toy, tmp_path, tiny_model_dir, monkeypatch
 ):
-    import sentcl.training.steps as loop_module
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(SENTENCES * 2) + "\n")
@@ -88,19 +88,8 @@ def test_an_objective_from_another_package_trains_and_resumes_exactly(
     assert run(tmp_path / "straight").steps == 4
     logged = [json.loads(line) for line in (tmp_path / "straight" / "metrics.jsonl").read_text().splitlines()]
     assert all("toy" in record for record in logged if "loss" in record)  # its named term is logged
-    real_save = loop_module.save_checkpoint
-
-    class SimulatedCrashError(Exception):
-        pass
-
-    def save_then_crash(*args, **kwargs):
-        real_save(*args, **kwargs)
-        raise SimulatedCrashError
-
-    monkeypatch.setattr(loop_module, "save_checkpoint", save_then_crash)
-    with pytest.raises(SimulatedCrashError):
+    with crash_after_a_checkpoint(monkeypatch):
         run(tmp_path / "half")
-    monkeypatch.setattr(loop_module, "save_checkpoint", real_save)
     run(tmp_path / "half", resume=True)
     straight = load_file(str(tmp_path / "straight" / "model" / "model.safetensors"))
     resumed = load_file(str(tmp_path / "half" / "model" / "model.safetensors"))

@@ -11,6 +11,7 @@ from sentcl.model import SentenceEncoder
 from sentcl.objectives import REGISTRY, ObjectiveOutput, SimCSE
 from sentcl.training import TrainingError, recipe_from_dict, train
 from tests.conftest import SENTENCES
+from tests.training.crash import crash_after_a_checkpoint
 
 
 def recipe(tiny_model_dir, train_file, output_dir, data_dir, **training):
@@ -215,7 +216,6 @@ def ease_rows(path, sentences):
 def test_every_objective_trains_checkpoints_and_resumes_exactly(
     tmp_path, tiny_model_dir, wiki_file, method, monkeypatch
 ):
-    import sentcl.training.steps as loop_module
 
     objective, data, *extra = OBJECTIVES[method]
     wiki_file, pooler = case_data(tmp_path, wiki_file, extra[1:], SENTENCES * 2)
@@ -241,19 +241,8 @@ def test_every_objective_trains_checkpoints_and_resumes_exactly(
     assert straight.steps == 4
     losses = [json.loads(x) for x in (tmp_path / "straight" / "metrics.jsonl").read_text().splitlines()]
     assert all(torch.isfinite(torch.tensor(r["loss"])) for r in losses)
-    real_save = loop_module.save_checkpoint
-
-    class SimulatedCrashError(Exception):
-        pass
-
-    def save_then_crash(*args, **kwargs):  # the process dies right after the step-2 checkpoint
-        real_save(*args, **kwargs)
-        raise SimulatedCrashError
-
-    monkeypatch.setattr(loop_module, "save_checkpoint", save_then_crash)
-    with pytest.raises(SimulatedCrashError):
+    with crash_after_a_checkpoint(monkeypatch):  # the process dies right after the step-2 checkpoint
         run(tmp_path / "half")
-    monkeypatch.setattr(loop_module, "save_checkpoint", real_save)
     run(tmp_path / "half", resume=True)  # the objective's state (key encoder, queue, MLM head) included
     a = SentenceEncoder.load(str(tmp_path / "straight"))
     b = SentenceEncoder.load(str(tmp_path / "half"))

@@ -12,6 +12,7 @@ from sentcl.objectives.masked_lm import mask_tokens
 from sentcl.training.kinds import replace_training
 from sentcl.training.pretrain import load_pretrain_recipe, pretrain
 from tests.conftest import SENTENCES
+from tests.training.crash import crash_after_a_checkpoint
 
 ARCHITECTURE = {
     "model_type": "bert", "num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 2,
@@ -84,27 +85,15 @@ def test_from_scratch_learns_and_saves_a_loadable_masked_lm(tmp_path, corpus, ti
 
 
 def test_continues_a_checkpoint_and_resumes_bit_identically(tmp_path, corpus, tiny_model_dir, monkeypatch):
-    import sentcl.training.steps as loop_module
 
     model = {"name_or_path": str(tiny_model_dir)}  # a BertModel without MLM head: a fresh one is added
     straight = pretrain(
         load_pretrain_recipe(write_recipe(tmp_path, model, corpus, tmp_path / "a", checkpoint_steps=4))
     )
     assert straight.steps == 12
-    real_save = loop_module.save_checkpoint  # pre-training runs the training loop
-
-    class SimulatedCrashError(Exception):
-        pass
-
-    def save_then_crash(*args, **kwargs):
-        real_save(*args, **kwargs)
-        raise SimulatedCrashError
-
-    monkeypatch.setattr(loop_module, "save_checkpoint", save_then_crash)
     recipe = load_pretrain_recipe(write_recipe(tmp_path, model, corpus, tmp_path / "b", checkpoint_steps=4))
-    with pytest.raises(SimulatedCrashError):
+    with crash_after_a_checkpoint(monkeypatch):  # pre-training runs the training loop
         pretrain(recipe)
-    monkeypatch.setattr(loop_module, "save_checkpoint", real_save)
     pretrain(replace_training(recipe, resume=True))
     a = AutoModelForMaskedLM.from_pretrained(str(tmp_path / "a" / "model")).state_dict()
     b = AutoModelForMaskedLM.from_pretrained(str(tmp_path / "b" / "model")).state_dict()

@@ -118,15 +118,7 @@ def record_path(key: str) -> Path:
 
 
 def load_record(key: str) -> AutoRecord | None:
-    path = record_path(key)
-    if not path.is_file():
-        return None
-    try:
-        record = AutoRecord(**json.loads(path.read_text(encoding="utf-8")))
-    except (ValueError, TypeError, OSError) as exc:
-        logger.warning("%s: unreadable auto-precision record (%s); measuring again", path, exc)
-        return None
-    return record if record.key == key else None
+    return int8_gate.read_record(record_path(key), AutoRecord, key, "auto-precision record")
 
 
 def time_candidates(

@@ -25,6 +25,7 @@ import json
 import logging
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 
@@ -38,6 +39,7 @@ from sentcl.model.backbone import ModelLoadError
 from sentcl.model.onnx import ONNX_FILE, OnnxEncoder, export_onnx, onnx_refusal
 
 logger = logging.getLogger(__name__)
+R = TypeVar("R")
 
 #: the most STS-B dev Spearman (×100) int8 may lose against fp32 for ``auto`` to take it
 TOLERANCE = 0.3
@@ -94,21 +96,25 @@ def record_path(key: str) -> Path:
     return cache_dir() / "int8-checks" / f"{key}.json"
 
 
-def load_record(key: str) -> Int8Check | None:
-    """The recorded check for ``key``, or None (none yet, or a record that does not read: it is measured
-    again and rewritten)."""
-    path = record_path(key)
+def read_record(path: Path, kind: type[R], key: str, what: str) -> R | None:
+    """The dataclass ``kind`` recorded at ``path`` for ``key``, or None: none yet, or a record that does not
+    read or is another's (said as a warning naming the file: it is measured again and rewritten)."""
     if not path.is_file():
         return None
     try:
-        record = Int8Check(**json.loads(path.read_text(encoding="utf-8")))
+        record = kind(**json.loads(path.read_text(encoding="utf-8")))
     except (ValueError, TypeError, OSError) as exc:
-        logger.warning("%s: unreadable int8 check (%s); measuring again", path, exc)
+        logger.warning("%s: unreadable %s (%s); measuring again", path, what, exc)
         return None
-    if record.key != key:
+    if getattr(record, "key", None) != key:
         logger.warning("%s: the record is for another model; measuring again", path)
         return None
     return record
+
+
+def load_record(key: str) -> Int8Check | None:
+    """The recorded check for ``key``, or None (measured again)."""
+    return read_record(record_path(key), Int8Check, key, "int8 check")
 
 
 def stsb_dev(embedder, data_dir: Path) -> float:

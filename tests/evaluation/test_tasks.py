@@ -59,3 +59,12 @@ def test_an_sts_evaluator_built_directly_reads_its_tasks_by_the_registry_grammar
         assert direct.requests == built.requests and direct.primary == built.primary, name
     with pytest.raises(TaskSpecError, match=r"transfer tasks \(MR\) are not sts tasks"):
         STSEvaluator(tmp_path, "stsb-dev,mr")
+
+
+def test_every_sts_dataset_of_the_table_is_a_task_by_its_name():
+    """STS datasets are data (sts_data.STS_DATASETS): each row is an STS entry and a registered name."""
+    from sentcl.evaluation.sts import STS_MEMBERS
+    from sentcl.evaluation.sts_data import STS_DATASETS
+
+    for name in STS_DATASETS:
+        assert name in STS_MEMBERS and TASKS.names[name.lower()] == ("sts", (name,))

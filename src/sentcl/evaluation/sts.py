@@ -25,7 +25,7 @@ from scipy.stats import pearsonr, spearmanr
 from sentcl.embedder import Embedder
 from sentcl.errors import MissingDataError
 from sentcl.evaluation.registry import AGGREGATIONS, TaskSpecError, parse_family
-from sentcl.evaluation.sts_data import DISPLAY_NAMES, STS_TASKS, STSTask, load_task
+from sentcl.evaluation.sts_data import DISPLAY_NAMES, STS_DATASETS, STS_TASKS, STSTask, load_task
 
 #: the split of a task that enters SimCSE's 7-task table (STS12–16: every dataset, aggregated)
 _TABLE_SPLIT = {"STSBenchmark": "test", "SICKRelatedness": "test"}
@@ -53,10 +53,13 @@ class Entry:
 STS_MEMBERS: dict[str, Entry] = {
     f"stsb-{split}": Entry("STSBenchmark", split, f"stsb_{split}_spearman", f"stsb_{split}_pearson")
     for split in ("dev", "train")
-} | {
-    task: Entry(task, _TABLE_SPLIT.get(task), DISPLAY_NAMES.get(task, task), in_table=True)
-    for task in STS_TASKS
-}
+} | {  # every dataset of the table in sts_data.py, by its name: in SimCSE's table or not
+    task: Entry(
+        task, spec.default_splits[0] if spec.files else None, DISPLAY_NAMES.get(task, task),
+        in_table=task in STS_TASKS,
+    )
+    for task, spec in STS_DATASETS.items()
+}  # fmt: skip
 
 
 @dataclass

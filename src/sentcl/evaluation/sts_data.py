@@ -13,7 +13,8 @@ naming file:line.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -126,9 +127,9 @@ def read_senteval_sts(input_file: Path, gold_file: Path, name: str) -> PairSet:
 
 
 def load_sts_year(root: Path, task: str) -> STSTask:
-    year, names = STS_YEARS[task]
-    dirs = _candidate_dirs(root, [f"{task}-en-test", task, task.lower()])
-    for folder in dirs:
+    spec = STS_DATASETS[task]
+    year, names = spec.year, spec.datasets
+    for folder in _candidate_dirs(root, list(spec.folders)):
         if not folder.is_dir():
             continue
         datasets = {}
@@ -142,7 +143,8 @@ def load_sts_year(root: Path, task: str) -> STSTask:
         if absent:
             return STSTask(task, {}, missing=f"{folder}: no input/gold files for {', '.join(absent)}")
         return STSTask(task, datasets)
-    return STSTask(task, {}, missing=f"no {task} folder under {root} (looked for {task}-en-test, {task})")
+    looked = ", ".join(spec.folders[:2])
+    return STSTask(task, {}, missing=f"no {task} folder under {root} (looked for {looked})")
 
 
 def _read_tab_pairs(
@@ -190,27 +192,45 @@ def _load_splits(task: str, root: Path, folders: list[str], files: dict[str, str
     return STSTask(task, {}, missing=f"no {wanted} under {root} (looked in {', '.join(folders)})")
 
 
-def load_stsb(root: Path, splits: tuple[str, ...] = STSB_SPLITS) -> STSTask:
-    files = {split: f"sts-{split}.csv" for split in splits}
-    return _load_splits(
-        "STSBenchmark",
-        root,
-        ["stsb/senteval", "STSBenchmark", "stsbenchmark", "stsb"],
-        files,
-        read_stsb_split,
-    )
+@dataclass(frozen=True)
+class STSDataset:
+    """One STS task as data: the folder names it may lie under (each also under SentEval's prefixes, see
+    ``_candidate_dirs``) and how its files read — SentEval's per-dataset input/gold files (``datasets``, with
+    the year of STS2016's own file stem), or one file per split (``files``, read by ``reader``)."""
+
+    name: str
+    folders: tuple[str, ...]
+    datasets: tuple[str, ...] = ()
+    year: str = ""
+    files: dict[str, str] = field(default_factory=dict)
+    reader: Callable[[Path, str], PairSet] | None = None
+    #: the splits read when a request names none (the 7-task table's: test)
+    default_splits: tuple[str, ...] = ("test",)
 
 
-def load_sick(root: Path, splits: tuple[str, ...] = ("test",)) -> STSTask:
-    files = {split: SICK_FILES[split] for split in splits}
-    return _load_splits("SICKRelatedness", root, ["SICK", "sick"], files, read_sick)
+def _senteval_year(task: str) -> STSDataset:
+    year, names = STS_YEARS[task]
+    return STSDataset(task, (f"{task}-en-test", task, task.lower()), tuple(names), year)
+
+
+#: every STS dataset sentcl reads, in one table: adding one is a row here (and a registry name follows from
+#: it: evaluation/sts.py's STS_MEMBERS, evaluation/tasks.py)
+STS_DATASETS: dict[str, STSDataset] = {
+    **{task: _senteval_year(task) for task in STS_YEARS},
+    "STSBenchmark": STSDataset(
+        "STSBenchmark", ("stsb/senteval", "STSBenchmark", "stsbenchmark", "stsb"),
+        files={split: f"sts-{split}.csv" for split in STSB_SPLITS}, reader=read_stsb_split,
+    ),
+    "SICKRelatedness": STSDataset("SICKRelatedness", ("SICK", "sick"), files=SICK_FILES, reader=read_sick),
+}  # fmt: skip
 
 
 def load_task(root: Path, task: str, splits: tuple[str, ...] | None = None) -> STSTask:
-    if task in STS_YEARS:
+    spec = STS_DATASETS.get(task)
+    if spec is None:
+        raise ValueError(f"unknown STS task {task!r}; known: {', '.join(STS_DATASETS)}")
+    if spec.datasets:
         return load_sts_year(root, task)
-    if task == "STSBenchmark":
-        return load_stsb(root, splits or ("test",))
-    if task == "SICKRelatedness":
-        return load_sick(root, splits or ("test",))
-    raise ValueError(f"unknown STS task {task!r}; known: {', '.join(STS_TASKS)}")
+    assert spec.reader is not None
+    files = {split: spec.files[split] for split in splits or spec.default_splits}
+    return _load_splits(task, root, list(spec.folders), files, spec.reader)

@@ -84,3 +84,18 @@ def test_the_seed_layout_is_read_where_it_is_written(tmp_path):
         seed_folder(tmp_path, seed).mkdir()
     (tmp_path / "seed-x").mkdir()  # not a seed's folder
     assert seed_folders(tmp_path) == [tmp_path / "seed-1", tmp_path / "seed-2", tmp_path / "seed-10"]
+
+
+def test_against_on_a_retrieval_folder_resamples_its_queries(tmp_path, tiny_model_dir, capsys):
+    """--against on a BEIR folder: the per-query nDCG@10 of both models, resampled by query (issue 56)."""
+    from tests.evaluation.test_local import write_beir
+
+    folder = write_beir(tmp_path / "mybeir", n_docs=60, n_queries=20)
+    noisy = seeds_folder(tmp_path / "noisy", tiny_model_dir, 0.5, seeds=(1,))
+    out = tmp_path / "scores.json"
+    argv = ["evaluate", str(tiny_model_dir), "--tasks", str(folder), "--against", str(noisy / "seed-1")]
+    assert main([*argv, "--json", str(out)]) == 0
+    comparison = json.loads(out.read_text())["comparison"]["mybeir_ndcg@10"]
+    assert "queries" in comparison and comparison["queries"][0] <= comparison["queries"][1]
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("mybeir_ndcg@10"))
+    assert "queries " in line

@@ -118,3 +118,25 @@ def test_seed_difference_is_welchs_interval_and_an_exact_side_has_no_variance():
     assert (exact.low, exact.high) == pytest.approx((np.mean(a) - 75 - half, np.mean(a) - 75 + half))
     assert seed_difference([70.0], [69.0], True, True).distinguishable
     assert seed_difference([77.0], b) is None  # one seed of a trained row: no variance to estimate
+
+
+def test_the_bootstrap_over_items_resamples_the_queries_of_both_rows_together():
+    """--against on a retrieval task (issue 56): per-query scores, the same draws of queries for both rows."""
+    import numpy as np
+
+    from sentcl.evaluation.significance import MeanBootstrap, compare
+
+    a = np.array([80.0, 60.0, 70.0, 90.0, 50.0])
+    b = a - 5.0  # the same queries, 5 points lower each: every draw differs by exactly 5
+    boot = MeanBootstrap(len(a), resamples=200)
+    boot.add("a", a)
+    boot.add("b", b)
+    difference = boot.compare("a", "b")
+    assert difference.delta == pytest.approx(5.0) and difference.low == pytest.approx(5.0)
+    assert difference.high == pytest.approx(5.0) and difference.distinguishable
+    noisy = MeanBootstrap(len(a), resamples=200)
+    noisy.add("a", a)
+    noisy.add("b", a[::-1])  # the same scores on other queries: the mean equal, the draws not
+    assert noisy.compare("a", "b").delta == pytest.approx(0.0) and not noisy.compare("a", "b").distinguishable
+    found = compare([{"q": a.mean()}], [{"q": b.mean()}], items=[{"q": a}], against_items=[{"q": b}])
+    assert set(found["q"].intervals) == {"queries"} and found["q"].told_apart

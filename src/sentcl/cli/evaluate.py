@@ -4,7 +4,7 @@ a post-processor (fitted now or loaded)."""
 from __future__ import annotations
 
 import argparse
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -83,7 +83,8 @@ def add_parser(commands) -> None:
     p.add_argument(
         "--against",
         help="another model (or seeds folder): the difference of every metric with its 95 %% intervals "
-        "(over the models, and a paired bootstrap over the evaluation pairs) and whether it is told apart",
+        "(over the models, and a paired bootstrap over the evaluation pairs, or over a retrieval folder's "
+        "queries) and whether it is told apart",
     )
     add_dtype_arguments(p, default="fp32")
 
@@ -133,7 +134,7 @@ def run_command(args: argparse.Namespace) -> int:
             against.append(evaluate_model(model, args, suite, data_dir, like=against[0] if against else None))
         comparison = compare(
             [r.metrics for r in runs], [r.metrics for r in against], [r.pairs for r in runs],
-            [r.pairs for r in against],
+            [r.pairs for r in against], [r.items for r in runs], [r.items for r in against],
         )  # fmt: skip
         print(f"\n{args.model} minus {args.against} ({len(runs)} against {len(against)} models):")
         print(format_comparison(comparison))
@@ -163,6 +164,8 @@ class Evaluated:
     #: what kind of encoder it is and its vectors' dimension: models averaged over seeds share both
     kind: str = ""
     dimension: int = 0
+    #: metric → its value per evaluated item (a retrieval folder's per-query nDCG@10), for --against
+    items: dict[str, np.ndarray] = field(default_factory=dict)
 
     def as_json(self) -> dict:
         return {"model": self.model, "pooler": self.pooler, "metrics": self.metrics} | self.results
@@ -209,8 +212,23 @@ def evaluate_model(
     metrics, tables = suite.run(embedder)
     sts = suite.sts
     pairs = sts.metric_pairs(sts.last_report) if sts is not None and sts.last_report is not None else {}
+    items = {
+        key: values
+        for e in suite.evaluators
+        if hasattr(e, "per_item")
+        for key, values in e.per_item().items()
+    }
     return Evaluated(
-        model, label, encoder.pooler, metrics, tables, dict(suite.results), pairs, kind, encoder.dimension
+        model,
+        label,
+        encoder.pooler,
+        metrics,
+        tables,
+        dict(suite.results),
+        pairs,
+        kind,
+        encoder.dimension,
+        items,
     )
 
 

@@ -27,7 +27,7 @@ from sentcl.evaluation.local_files import (
     read_retrieval,
     unique_names,
 )  # fmt: skip
-from sentcl.evaluation.ranking import DEPTH, rank, retrieval_metrics
+from sentcl.evaluation.ranking import DEPTH, per_query_metrics, rank
 
 
 # --------------------------------------------------------------------------------------------- metrics
@@ -130,9 +130,16 @@ class RetrievalFolderEvaluator:
         self.missing: dict[str, str] = {}
         self.primary = f"{self.names[0]}_ndcg@10"
         self.last: dict[str, float] = {}
+        #: the last evaluation's nDCG@10 of each query, per folder (what ``--against`` resamples)
+        self.per_query: dict[str, np.ndarray] = {}
+
+    def per_item(self) -> dict[str, np.ndarray]:
+        """Metric → its value for each evaluated item (here each query's nDCG@10), in a fixed order."""
+        return dict(self.per_query)
 
     def __call__(self, embedder: Embedder) -> dict[str, float]:
         metrics: dict[str, float] = {}
+        self.per_query = {}
         for name, task, own_rows in zip(self.names, self.sets, self.own_rows, strict=True):
             # each side with the model's own prompt where it has one (encode_document / encode_query)
             documents = unit_rows(
@@ -140,9 +147,9 @@ class RetrievalFolderEvaluator:
             )
             queries = unit_rows(np.asarray(for_role(embedder, QUERY).encode(task.queries), dtype=np.float32))
             ranked = rank(queries, documents, DEPTH, own_rows)
-            metrics |= {
-                f"{name}_{key}": value for key, value in retrieval_metrics(ranked, task.relevant).items()
-            }
+            each = per_query_metrics(ranked, task.relevant)
+            metrics |= {f"{name}_{key}": float(np.mean(values)) for key, values in each.items()}
+            self.per_query[f"{name}_ndcg@10"] = each["ndcg@10"]
         self.last = metrics
         return metrics
 

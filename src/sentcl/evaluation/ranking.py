@@ -29,7 +29,21 @@ def retrieval_metrics(
     map_depth: int | None = DEPTH,
 ) -> dict[str, float]:
     """The metrics above from each query's ranked rows (best first, at least as deep as the deepest cut-off
-    asked) and its relevant rows with their grades; ``map_depth`` None leaves MAP out."""
+    asked) and its relevant rows with their grades; ``map_depth`` None leaves MAP out. The mean over the
+    queries of ``per_query_metrics``."""
+    return {
+        key: float(np.mean(values))
+        for key, values in per_query_metrics(ranked, relevant, recall_at, map_depth).items()
+    }
+
+
+def per_query_metrics(
+    ranked: np.ndarray | Sequence[Sequence[int]],
+    relevant: Sequence[dict[int, float]],
+    recall_at: Sequence[int] = RECALL_AT,
+    map_depth: int | None = DEPTH,
+) -> dict[str, np.ndarray]:
+    """Each metric of each query, ×100 (what a paired bootstrap over the queries resamples)."""
     depth = max([10, *recall_at, map_depth or 0])
     discounts = 1.0 / np.log2(np.arange(2, depth + 2))
     ndcg, mrr, average_precision = [], [], []
@@ -48,11 +62,10 @@ def retrieval_metrics(
         if map_depth is not None:
             precision_at_hits = np.cumsum(hits[:map_depth]) / np.arange(1, len(hits[:map_depth]) + 1)
             average_precision.append(float(precision_at_hits[hits[:map_depth]].sum()) / len(grades))
-    metrics = {"ndcg@10": float(np.mean(ndcg)), "mrr@10": float(np.mean(mrr))}
-    metrics |= {f"recall@{k}": float(np.mean(values)) for k, values in recall.items()}
+    metrics = {"ndcg@10": ndcg, "mrr@10": mrr} | {f"recall@{k}": values for k, values in recall.items()}
     if map_depth is not None:
-        metrics[f"map@{map_depth}"] = float(np.mean(average_precision))
-    return {key: 100 * value for key, value in metrics.items()}
+        metrics[f"map@{map_depth}"] = average_precision
+    return {key: 100 * np.asarray(values, dtype=np.float64) for key, values in metrics.items()}
 
 
 def rank(

@@ -170,6 +170,37 @@ class PairedBootstrap:
         return Difference(self.points[a] - self.points[b], float(low), float(high))
 
 
+class MeanBootstrap:
+    """Rows scored item by item on the same evaluation items (a retrieval task's queries), compared on the
+    same draws of items: each replicate draws n items with replacement, scores every row by its mean over
+    them (a row of several seeds: the mean over its seeds, drawn again per replicate, as PairedBootstrap)."""
+
+    def __init__(self, items: int, resamples: int = RESAMPLES, seed: int = 0, confidence: float = CONFIDENCE):
+        if items < 3:
+            raise ValueError("a bootstrap over items needs at least 3 of them")
+        self.items, self.confidence, self.seed = items, confidence, seed
+        self.indices = np.random.default_rng(seed).integers(0, items, size=(resamples, items))
+        self.points: dict[str, float] = {}
+        self.replicates: dict[str, np.ndarray] = {}
+
+    def add(self, name: str, scores: np.ndarray) -> None:
+        scores = np.atleast_2d(np.asarray(scores, dtype=np.float64))  # [seeds, items]
+        if scores.shape[1] != self.items:
+            raise ValueError(f"{name}: {scores.shape[1]} scores for {self.items} evaluation items")
+        per_seed = scores[:, self.indices].mean(axis=2)  # [S, R]
+        resamples = per_seed.shape[1]
+        generator = np.random.default_rng([self.seed, len(self.replicates) + 1])
+        seed_draws = generator.integers(0, len(scores), size=(resamples, len(scores)))
+        self.replicates[name] = per_seed[seed_draws, np.arange(resamples)[:, None]].mean(axis=1)
+        self.points[name] = float(scores.mean())
+
+    def compare(self, a: str, b: str) -> Difference:
+        differences = self.replicates[a] - self.replicates[b]
+        tail = 100 * (1 - self.confidence) / 2
+        low, high = np.percentile(differences, [tail, 100 - tail])
+        return Difference(self.points[a] - self.points[b], float(low), float(high))
+
+
 def tie_bands(names: Sequence[str], apart: Callable[[str, str], bool]) -> list[int]:
     """Band numbers (1 = the top) for ``names`` in order, best first: a row opens a new band when
     ``apart(leader, row)`` says it can be told apart from the first row of the current band."""
@@ -212,11 +243,15 @@ def compare(
     against: Sequence[Mapping[str, float]],
     pairs: Sequence[Mapping[str, tuple[np.ndarray, np.ndarray]]] = (),
     against_pairs: Sequence[Mapping[str, tuple[np.ndarray, np.ndarray]]] = (),
+    items: Sequence[Mapping[str, np.ndarray]] = (),
+    against_items: Sequence[Mapping[str, np.ndarray]] = (),
 ) -> dict[str, Comparison]:
     """Every metric both groups have: mean(runs) − mean(against), with Welch's interval over the runs and,
     where every run kept the metric's evaluation pairs (system scores, gold) on the same gold, the paired
-    bootstrap over those pairs with each group's runs drawn again in every draw."""
-    every, kept = [*runs, *against], [*pairs, *against_pairs]
+    bootstrap over those pairs with each group's runs drawn again in every draw; where every run kept the
+    metric's value per item instead (a retrieval task's per-query nDCG@10), the paired bootstrap over the
+    items (``queries``)."""
+    every, kept, scored = [*runs, *against], [*pairs, *against_pairs], [*items, *against_items]
     out = {}
     for key in (k for k in runs[0] if all(k in r for r in every)):
         a, b = [r[key] for r in runs], [r[key] for r in against]
@@ -229,5 +264,12 @@ def compare(
                 bootstrap.add("a", np.stack([p[key][0] for p in pairs]))
                 bootstrap.add("b", np.stack([p[key][0] for p in against_pairs]))
                 intervals["pairs"] = bootstrap.compare("a", "b")
+        if len(scored) == len(every) and all(key in s for s in scored):
+            count = len(scored[0][key])
+            if all(len(s[key]) == count for s in scored) and count >= 3:
+                means = MeanBootstrap(count)
+                means.add("a", np.stack([s[key] for s in items]))
+                means.add("b", np.stack([s[key] for s in against_items]))
+                intervals["queries"] = means.compare("a", "b")
         out[key] = Comparison(float(np.mean(a) - np.mean(b)), intervals)
     return out

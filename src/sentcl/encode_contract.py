@@ -169,25 +169,18 @@ class SentenceTransformersContract:
             raise EncodeArgumentError(
                 f"encode: precision {precision!r} is not one of {', '.join(EMBEDDING_PRECISIONS)}"
             )
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise EncodeArgumentError(f"encode: batch_size must be a positive integer, got {batch_size!r}")
+        _require_positive(batch_size, "encode: batch_size")
         normalize_embeddings = _either(normalize_embeddings, normalize, "normalize_embeddings", "normalize")
         show_progress_bar = _either(show_progress_bar, show_progress, "show_progress_bar", "show_progress")
         truncate_dim = self.truncate_dim if truncate_dim is None else truncate_dim
-        if truncate_dim is not None and (
-            isinstance(truncate_dim, bool) or not isinstance(truncate_dim, int) or truncate_dim < 1
-        ):
-            raise EncodeArgumentError(
-                f"encode: truncate_dim must be a positive integer, got {truncate_dim!r}"
-            )
+        if truncate_dim is not None:
+            _require_positive(truncate_dim, "encode: truncate_dim")
         texts, single = as_texts(sentences)
         if prompt is None and prompt_name is None:
             prompt_name = self.default_prompt_name
         before = prompt_text(self.prompts, prompt_name, prompt, where)
-        if chunk_size is not None and (
-            isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1
-        ):
-            raise EncodeArgumentError(f"encode: chunk_size must be a positive integer, got {chunk_size!r}")
+        if chunk_size is not None:
+            _require_positive(chunk_size, "encode: chunk_size")
         devices = list(device) if isinstance(device, (list, tuple)) else None
         if device is not None and devices is None:
             self._place(device)
@@ -253,10 +246,8 @@ class SentenceTransformersContract:
     ):
         """What sentence-transformers' constructor sets beside the model: the device, the default
         ``truncate_dim``, prompts (over the saved ones), the default prompt and the similarity function."""
-        if truncate_dim is not None and (
-            isinstance(truncate_dim, bool) or not isinstance(truncate_dim, int) or truncate_dim < 1
-        ):
-            raise EncodeArgumentError(f"truncate_dim must be a positive integer, got {truncate_dim!r}")
+        if truncate_dim is not None:
+            _require_positive(truncate_dim, "truncate_dim")
         if prompts is not None:
             self.prompts = self.prompts | check_prompts(prompts, "prompts")
         if default_prompt_name is not None:
@@ -363,6 +354,12 @@ class SentenceTransformersContract:
                 texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
             )
         )
+
+
+def _require_positive(value, what: str) -> None:
+    """An EncodeArgumentError naming ``what`` unless ``value`` is an integer ≥ 1 (a bool is not one)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise EncodeArgumentError(f"{what} must be a positive integer, got {value!r}")
 
 
 def _either(theirs, ours, their_name: str, our_name: str):

@@ -85,11 +85,12 @@ def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("-q", "--quiet", action="store_true", help="only warnings and results")
     subparsers = parser.add_subparsers(dest="command", required=True)
     table = commands()
+    wanted = table[chosen][0] if chosen in table else None  # the chosen command's module (and its siblings)
     loaded: set[str] = set()
     for name, (module_name, summary) in table.items():
         if name in loaded:
             continue
-        if chosen is None or name == chosen or table.get(chosen or "", ("",))[0] == module_name:
+        if chosen is None or module_name == wanted:
             module = importlib.import_module(module_name)
             module.add_parser(subparsers)
             loaded |= set(module.NAMES)

@@ -16,6 +16,7 @@ A path is a path: only ``simcse:…`` is read as a name, so no file name is ever
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import logging
@@ -107,16 +108,22 @@ def _full_copies(dataset: NamedDataset, root: Path | None) -> list[Path]:
 
 
 def _count_rows(path: Path, key: str) -> int:
-    """The number of lines of a local copy (gzipped or not); a copy that cannot be read is one ConfigError
-    naming it."""
-    rows, last = 0, b"\n"
+    """The number of lines of a local copy (gzipped or not), counted once per version of the file (a run of
+    several seeds reads it once); a copy that cannot be read is one ConfigError naming it."""
     try:
-        with gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb") as handle:
-            while block := handle.read(1 << 22):
-                rows += block.count(b"\n")
-                last = block[-1:]
+        stat = path.stat()
+        return _rows_of(str(path), stat.st_size, stat.st_mtime_ns)
     except (OSError, EOFError) as exc:  # gzip.BadGzipFile is an OSError; a cut gzip ends in EOFError
         raise ConfigError(f"{key}: {path}: the local copy cannot be read ({_reason(exc)})") from None
+
+
+@functools.lru_cache(maxsize=8)
+def _rows_of(path: str, size: int, mtime_ns: int) -> int:
+    rows, last = 0, b"\n"
+    with gzip.open(path, "rb") if path.endswith(".gz") else Path(path).open("rb") as handle:
+        while block := handle.read(1 << 22):
+            rows += block.count(b"\n")
+            last = block[-1:]
     return rows + (last != b"\n")
 
 

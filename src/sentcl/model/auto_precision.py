@@ -106,11 +106,12 @@ def machine_key(hardware: Hardware) -> dict:
     }  # fmt: skip
 
 
-def record_key(encoder, hardware: Hardware) -> str:
+def record_key(encoder, hardware: Hardware) -> tuple[str, str]:
+    """(the record's key, the model's key: int8_gate's for its int8 check; the weights hashed once)."""
     machine = machine_key(hardware)
     with torch.no_grad():
         model = int8_gate.model_key(encoder, hardware.vnni, str(machine["onnxruntime"]))
-    return hashlib.sha256(json.dumps([model, machine], sort_keys=True).encode()).hexdigest()[:32]
+    return hashlib.sha256(json.dumps([model, machine], sort_keys=True).encode()).hexdigest()[:32], model
 
 
 def record_path(key: str) -> Path:
@@ -151,31 +152,28 @@ def fastest(speeds: dict[str, float]) -> str:
 def choose_on_cpu(encoder, hardware: Hardware, data_dir: str | Path | None = None):
     """(the model to encode with, why) for ``auto`` on the CPU: the fastest admitted path, from the record of
     this model on this machine or measured now (seconds, once)."""
-    key = record_key(encoder, hardware)
+    key, model = record_key(encoder, hardware)
     record = load_record(key)
     int8_model = None
     if record is None:
         candidates: dict[str, Callable[[], object]] = {"fp32": lambda: encoder.with_dtype("fp32")}
         excluded: dict[str, str] = {}
         quality: dict[str, float | None] = {}
-        try:
-            folder: Path | None = resolve_data_dir(data_dir, download=False)
-            if not (folder / "stsb").is_dir():  # type: ignore[operator]
-                folder = None
-        except DataDirError:
-            folder = None
-        if hardware.native_bf16:
-            if folder is not None:
-                quality["fp32"] = round(int8_gate.stsb_dev(encoder.with_dtype("fp32"), folder), 4)
-                quality["bf16"] = round(int8_gate.stsb_dev(encoder.with_dtype("bf16"), folder), 4)
-            loss = quality["fp32"] - quality["bf16"] if folder is not None else 0.0  # type: ignore[operator]
-            if loss <= int8_gate.TOLERANCE:
+        folder = _stsb_folder(data_dir)
+        if not hardware.native_bf16:
+            excluded["bf16"] = f"{hardware.describe()}: no native bf16 products (emulated: slower than fp32)"
+        elif folder is None:  # nothing to check it on: admitted unchecked (its autocast accumulates in fp32)
+            candidates["bf16"] = lambda: encoder.with_dtype("bf16")
+        else:
+            fp32, bf16 = (
+                round(int8_gate.stsb_dev(encoder.with_dtype(d), folder), 4) for d in ("fp32", "bf16")
+            )
+            quality |= {"fp32": fp32, "bf16": bf16}
+            if fp32 - bf16 <= int8_gate.TOLERANCE:
                 candidates["bf16"] = lambda: encoder.with_dtype("bf16")
             else:
-                excluded["bf16"] = f"STS-B dev {quality['bf16']:.2f} against fp32 {quality['fp32']:.2f}"
-        else:
-            excluded["bf16"] = f"{hardware.describe()}: no native bf16 products (emulated: slower than fp32)"
-        int8_model, why, check = int8_gate.int8_candidate(encoder, hardware, data_dir)
+                excluded["bf16"] = f"STS-B dev {bf16:.2f} against fp32 {fp32:.2f}"
+        int8_model, why, check = int8_gate.int8_candidate(encoder, hardware, data_dir, model)
         if check is not None:
             quality.setdefault("fp32", check.fp32)
             quality["int8"] = check.int8
@@ -201,8 +199,17 @@ def choose_on_cpu(encoder, hardware: Hardware, data_dir: str | Path | None = Non
             handle.write(json.dumps(asdict(record), indent=2) + "\n")
     _say(record.describe())
     if record.chosen == "int8":
-        return (int8_model or int8_gate.int8_export(encoder, int8_gate.key_of(encoder, hardware))), record
+        return (int8_model or int8_gate.int8_export(encoder, model)), record
     return encoder.with_dtype(record.chosen), record
+
+
+def _stsb_folder(data_dir: str | Path | None) -> Path | None:
+    """The data folder with STS-B on disk to hold a path to its quality (never downloaded), or None."""
+    try:
+        folder = resolve_data_dir(data_dir, download=False)
+    except DataDirError:
+        return None
+    return folder if (folder / "stsb").is_dir() else None
 
 
 @functools.cache

@@ -37,9 +37,6 @@ from sentcl.config import ConfigError
 from sentcl.data.collate import sorted_batches
 from sentcl.embedder import PromptError, PromptRoles, check_prompts, require_finite
 from sentcl.encode_contract import SIMILARITY_FUNCTIONS, LoadOptions, SentenceTransformersContract
-
-if TYPE_CHECKING:
-    from typing_extensions import Unpack
 from sentcl.hardware import resolve_device
 from sentcl.model.backbone import (
     ModelLoadError,
@@ -83,6 +80,9 @@ from sentcl.model.pooling import (
     wrap_in_template,
 )
 from sentcl.model.sentence_transformers_export import unsupported_reason, write_sentence_transformers_files
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 logger = logging.getLogger(__name__)
 

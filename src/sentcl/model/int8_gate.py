@@ -162,27 +162,24 @@ def int8_export(encoder, key: str) -> OnnxEncoder:
     return loaded
 
 
-def key_of(encoder, hardware: Hardware) -> str:
-    """The record key of ``encoder``'s int8 check on this kind of int8 kernel and runtime."""
-    runtime = require("onnxruntime", "onnx", "int8").__version__
-    with torch.no_grad():
-        return model_key(encoder, hardware.vnni, runtime)
-
-
 def int8_candidate(
-    encoder, hardware: Hardware, data_dir: str | Path | None = None
+    encoder, hardware: Hardware, data_dir: str | Path | None = None, key: str | None = None
 ) -> tuple[OnnxEncoder | None, str, Int8Check | None]:
     """(``encoder``'s int8 export, why, the check) where its recorded (or now measured) check passed; (None,
-    why not, the check if there is one) otherwise. The check runs once per model and kind of int8 kernel."""
+    why not, the check if there is one) otherwise. The check runs once per model and kind of int8 kernel;
+    ``key``: its ``model_key`` where the caller has it already (the weights are hashed once)."""
     refusal = onnx_refusal(encoder)
     if refusal is not None:
         return None, f"int8 runs on an ONNX graph: {refusal}", None
     try:
-        for module in ("onnxruntime", "onnx", "onnxscript"):
+        runtime = require("onnxruntime", "onnx", "int8").__version__
+        for module in ("onnx", "onnxscript"):
             require(module, "onnx", "int8")
     except MissingExtraError:
         return None, "int8 needs the onnx extra (pip install 'sentcl[onnx]')", None
-    key = key_of(encoder, hardware)
+    if key is None:
+        with torch.no_grad():
+            key = model_key(encoder, hardware.vnni, runtime)
     record = load_record(key)
     int8 = None
     if record is None:
@@ -204,14 +201,10 @@ def int8_candidate(
             record_path(key),
         )
         int8 = int8_export(encoder, key)
-        record = check(encoder, int8, key, hardware.vnni, hardware_runtime(), folder)
+        record = check(encoder, int8, key, hardware.vnni, runtime, folder)
     if not record.passed:
         return None, f"this model's {record.describe()}", record
     return (int8 or int8_export(encoder, key)), record.describe(), record
-
-
-def hardware_runtime() -> str:
-    return require("onnxruntime", "onnx", "int8").__version__
 
 
 def _said(message: str) -> str:

@@ -31,12 +31,12 @@ from sentcl.config import ConfigError
 from sentcl.data.collate import sorted_batches
 from sentcl.embedder import PromptError, PromptRoles, check_prompts, require_finite
 from sentcl.encode_contract import SIMILARITY_FUNCTIONS, LoadOptions, SentenceTransformersContract
-
-if TYPE_CHECKING:
-    from typing_extensions import Unpack
 from sentcl.extras import require
 from sentcl.model.backbone import TOKENIZER_FILES, ModelLoadError, read_json_object
 from sentcl.model.pooling import exclude_prompt
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 logger = logging.getLogger(__name__)
 

@@ -98,12 +98,12 @@ class EncodePool:
     ) -> np.ndarray:
         """The model's own vectors of ``texts`` (float32 [N, D]) in input order."""
         size = chunk_size or max(batch_size, math.ceil(len(texts) / (8 * len(self.devices))))
-        results = self.executor.map(
-            _embed_chunk, _chunks(texts, size), repeat(batch_size), repeat(prompt_length)
+        chunks = _chunks(texts, size)
+        results = self.executor.map(_embed_chunk, chunks, repeat(batch_size), repeat(prompt_length))
+        vectors = list(
+            tqdm(results, total=len(chunks), desc="encoding", unit="chunk", disable=not show_progress)
         )
-        chunks = list(tqdm(results, total=math.ceil(len(texts) / size), desc="encoding", unit="chunk",
-                           disable=not show_progress))  # fmt: skip
-        return np.concatenate(chunks)
+        return np.concatenate(vectors)
 
     def close(self) -> None:
         self.executor.shutdown(wait=True, cancel_futures=True)

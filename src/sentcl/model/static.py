@@ -42,9 +42,6 @@ from sentcl.atomic_write import atomic_folder
 from sentcl.config import ConfigError
 from sentcl.embedder import PromptRoles, require_finite
 from sentcl.encode_contract import LoadOptions, SentenceTransformersContract
-
-if TYPE_CHECKING:
-    from typing_extensions import Unpack
 from sentcl.model.backbone import (
     MODULE_DIR,
     STATIC_META,
@@ -57,6 +54,9 @@ from sentcl.model.backbone import (
 )
 from sentcl.model.pooling import special_frame
 from sentcl.model.token_ids import TokieIds
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 logger = logging.getLogger(__name__)
 
@@ -164,7 +164,7 @@ class StaticEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
                 vectors = vectors * weights["weights"].float()[:, None]
         if vectors is None or vectors.ndim != 2:
             raise ModelLoadError(f"{weights_file}: no embedding.weight [V, D] table")
-        if vectors.shape[1] == 0 or vectors.shape[0] == 0:
+        if vectors.numel() == 0:
             raise ModelLoadError(
                 f"{weights_file}: the token vector table is empty (shape {list(vectors.shape)})"
             )

@@ -4,9 +4,11 @@
     fp32   float32 throughout
     bf16   bf16 autocast of the forward passes; weights, similarities and losses stay fp32
     int8   inference only: the embedding path exported to ONNX and quantised by ONNX Runtime (CPU)
-    auto   bf16 where the device multiplies bf16 natively, fp32 elsewhere; for inference on a CPU
-           (``sentcl.model.for_inference``: encode, index, serve) the fastest path measured on that machine
-           among fp32, native bf16 and an int8 that keeps STS-B dev within 0.3 (model/auto_precision.py)
+    auto   fp32 where bf16 is emulated; where it is native, what was measured faster on that machine: for
+           training the faster step of fp32 and bf16 on the run's shapes (training/autocast.py), for
+           inference on a CPU (``sentcl.model.for_inference``: encode, index, serve) the fastest of fp32,
+           bf16 and an int8 that keeps STS-B dev within 0.3 (model/auto_precision.py); elsewhere (a GPU's
+           inference) bf16 where native, by the flag (``choose``)
 
 ``auto`` is decided here and nowhere else, once per process and device (``decide``; the reason is logged
 once). Recipes and run folders written by earlier sentcl versions say ``none`` (fp32) or ``bfloat16``:

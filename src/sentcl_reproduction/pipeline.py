@@ -360,11 +360,9 @@ def train_run(
     apply_overrides(recipe, as_overrides(settings))
     recipe.setdefault("model", {})["name_or_path"] = model
     key = stage_key("train", _relative(_without_places(recipe), plan.output_dir), upstream)
-    # the precision this machine trains in, decided now and written into the run's config.yaml, where the
-    # report reads it: not part of the key, so committed results stay valid on a CPU without native bf16
-    # (a stage run again there trains in fp32, and its row says so)
-    training = recipe.setdefault("training", {})
-    training["autocast"] = precision.decide(training.get("autocast", "auto"), "cpu")
+    # the precision is not part of the key, so committed results stay valid on a CPU without native bf16 (a
+    # stage run again there trains in fp32, and its row says so: the run's summary.json records what
+    # training.autocast decided, measured on that machine)
 
     def produce(force: bool = False) -> None:
         with Stage(folder, key, name, outcomes, force, plan) as stage:
@@ -424,7 +422,7 @@ def read_candidate(
     best = (summary.get("best_metrics") or {}).get(metric, float("nan"))
     start = (summary.get("initial_metrics") or {}).get(metric)
     config = load_yaml(run_dir / "config.yaml")
-    used = config.get("training", {}).get("autocast")
+    used = summary.get("autocast") or config.get("training", {}).get("autocast")  # older runs: their config
     trained_in = precision.canonical(used) if used in (*precision.PRECISIONS, *precision.ALIASES) else ""
     return Candidate(
         label, overrides, run_dir, key, float(best), summary.get("best_step"), start, pooler,

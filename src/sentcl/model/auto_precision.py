@@ -122,6 +122,26 @@ def load_record(key: str) -> AutoRecord | None:
     return int8_gate.read_record(record_path(key), AutoRecord, key, "auto-precision record")
 
 
+def interleaved_medians(
+    actions: dict[str, Callable[[], object]],
+    rounds: int = ROUNDS,
+    clock: Callable[[], float] = time.perf_counter,
+    warm_up: bool = True,
+) -> dict[str, float]:
+    """Each action's median seconds over ``rounds`` rounds, after one warm-up call each (first calls allocate,
+    export, load kernels) unless the caller warmed them up; the actions interleaved round by round, so a
+    noisy neighbour slows them alike."""
+    seconds: dict[str, list[float]] = {name: [] for name in actions}
+    for action in actions.values() if warm_up else ():
+        action()
+    for _ in range(rounds):
+        for name, action in actions.items():
+            started = clock()
+            action()
+            seconds[name].append(clock() - started)
+    return {name: statistics.median(values) for name, values in seconds.items()}
+
+
 def time_candidates(
     candidates: dict[str, Callable[[], object]],
     texts: list[str],
@@ -129,18 +149,17 @@ def time_candidates(
     clock: Callable[[], float] = time.perf_counter,
     batch_size: int = 64,
 ) -> dict[str, float]:
-    """texts/s of each candidate (``name → a function that readies it and returns the model``): a warm-up,
-    then ``rounds`` rounds with the candidates interleaved; each candidate's median."""
-    seconds: dict[str, list[float]] = {name: [] for name in candidates}
-    for ready in candidates.values():  # warm-up: first calls allocate, export, load kernels
-        ready().encode(texts[:batch_size], batch_size=batch_size)  # type: ignore[attr-defined]
-    for _ in range(rounds):
-        for name, ready in candidates.items():
-            model = ready()
-            started = clock()
-            model.encode(texts, batch_size=batch_size)  # type: ignore[attr-defined]
-            seconds[name].append(clock() - started)
-    return {name: len(texts) / max(statistics.median(values), 1e-9) for name, values in seconds.items()}
+    """texts/s of each candidate (``name → a function that readies it and returns the model``), timed by
+    ``interleaved_medians`` after a warm-up of one batch (readying is not timed)."""
+    models = {name: ready() for name, ready in candidates.items()}
+    for model in models.values():
+        model.encode(texts[:batch_size], batch_size=batch_size)  # type: ignore[attr-defined]
+    medians = interleaved_medians(
+        {name: functools.partial(model.encode, texts, batch_size=batch_size)  # type: ignore[attr-defined]
+         for name, model in models.items()},
+        rounds, clock, warm_up=False,
+    )  # fmt: skip
+    return {name: len(texts) / max(value, 1e-9) for name, value in medians.items()}
 
 
 def fastest(speeds: dict[str, float]) -> str:

@@ -64,6 +64,9 @@ class LoopState:
     initial_metrics: dict | None = None
     best_metrics: dict | None = None
     best_step: int | None = None
+    #: the precision the run's forward passes use, decided before its first step (training/autocast.py);
+    #: None in checkpoints of earlier versions (their ``auto`` followed the flag rule: decided again)
+    autocast: str | None = None
 
 
 def _sha256(path: Path) -> str:

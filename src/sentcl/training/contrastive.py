@@ -52,9 +52,10 @@ class TrainResult:
     best_metrics: dict[str, float] | None = None
     best_step: int | None = None
     history: list[dict] = field(default_factory=list)
+    autocast: str | None = None  # the precision the run computed in (training.autocast as decided)
 
     def summary(self) -> dict:
-        keys = ("steps", "primary_metric", "initial_metrics", "best_metrics", "best_step")
+        keys = ("steps", "primary_metric", "initial_metrics", "best_metrics", "best_step", "autocast")
         return {k: getattr(self, k) for k in keys} | {"model": str(self.output_dir / "model")}
 
 
@@ -142,7 +143,7 @@ def _train(config: TrainConfig, start, also_measure) -> TrainResult:
         encoder.save(output_dir / "model", overwrite=True)
     result = TrainResult(
         output_dir, state.step, chooser.key if chooser else None, state.initial_metrics,
-        state.best_metrics, state.best_step, outcome.history,
+        state.best_metrics, state.best_step, outcome.history, state.autocast,
     )  # fmt: skip
     finish_run(start, result.summary())
     if context.is_main:

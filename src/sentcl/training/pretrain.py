@@ -217,11 +217,13 @@ class PretrainResult:
     output_dir: Path
     steps: int
     final_metrics: dict[str, float] | None = None
+    autocast: str | None = None  # the precision the run computed in (training.autocast as decided)
 
     def summary(self) -> dict:
         return {
             "steps": self.steps,
             "final_metrics": self.final_metrics,
+            "autocast": self.autocast,
             "model": str(self.output_dir / "model"),
         }
 
@@ -274,7 +276,7 @@ def _pretrain(config: PretrainConfig, start) -> PretrainResult:
         objective.eval()
         generator = torch.Generator().manual_seed(loop.seed + 1)  # the same masks at every evaluation
         total, count = 0.0, 0
-        with torch.inference_mode(), autocast_context(loop.autocast, device):
+        with torch.inference_mode(), autocast_context(steps.autocast or loop.autocast, device):
             for start in range(0, len(evaluation_set), loop.batch_size):
                 rows = range(start, min(start + loop.batch_size, len(evaluation_set)))
                 batch = evaluation_set.collate([evaluation_set[i] for i in rows]).to(device)
@@ -303,7 +305,7 @@ def _pretrain(config: PretrainConfig, start) -> PretrainResult:
     save_mlm_model(model, tokenizer, output_dir / "model")  # the final model, with its head
     write_pretrained_card(output_dir / "model", config.to_dict(), outcome.state.step, outcome.history)
     plot_pretraining(outcome.history, output_dir / "mlm_loss.png")
-    result = PretrainResult(output_dir, outcome.state.step, outcome.last_metrics)
+    result = PretrainResult(output_dir, outcome.state.step, outcome.last_metrics, outcome.state.autocast)
     finish_run(start, result.summary())
     return result
 

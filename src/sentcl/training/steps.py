@@ -23,7 +23,7 @@ from sentcl import precision
 from sentcl.config import ConfigError
 from sentcl.data.collate import group_by_length, rank_slice
 from sentcl.data.streaming import StreamingDataset
-from sentcl.training import distributed
+from sentcl.training import autocast, distributed
 from sentcl.training.checkpoint import LoopState, load_checkpoint, save_checkpoint
 from sentcl.training.child_tuning import ChildTuning
 from sentcl.training.gradcache import forward_backward
@@ -36,9 +36,27 @@ logger = logging.getLogger(__name__)
 
 
 def autocast_context(name: str, device: torch.device):
-    """``training.autocast`` as a context for the forward passes (sentcl/precision.py decides ``auto``
-    once per process and device, and says which and why)."""
+    """A run's chosen precision (``fp32`` | ``bf16``, see ``Steps.autocast``) as a context for the forward
+    passes."""
     return precision.autocast(name, device)
+
+
+def decide_autocast(loop, steps: Steps, state: LoopState, context, device: torch.device) -> str:
+    """``training.autocast`` as this run computes: the checkpoint's choice on resume (a resumed run computes
+    as it started), else decided now (``auto``: the faster step measured here, training/autocast.py) and
+    kept in the state, so every checkpoint carries it."""
+    if state.autocast is not None:
+        logger.info("training.autocast: %s (the run's choice at its start)", state.autocast)
+        return state.autocast
+    encoder = getattr(steps.objective, "encoder", None)
+    if encoder is None or not hasattr(encoder, "embed_tokens"):  # nothing to time: the flag rule
+        chosen, why = precision.decide(loop.autocast, device), "no encoder pass to time"
+    else:
+        sequences = loop.batch_size // context.world_size * steps.dataset.n_views
+        chosen, why = autocast.choose(loop.autocast, encoder, device, context, sequences)
+    logger.info("training.autocast %s: %s (%s)", precision.canonical(loop.autocast), chosen, why)
+    state.autocast = chosen
+    return chosen
 
 
 @dataclass
@@ -52,6 +70,9 @@ class Steps:
     trained: torch.nn.ModuleList
     #: (rank 0) the evaluation at a step: a record with "eval" (metrics) and whatever else to log
     evaluate: Callable[[int], dict] | None = None
+    #: the precision the run computes in, decided by ``run_steps`` before the first step
+    #: (``decide_autocast``); what an evaluation inside the run computes in too
+    autocast: str | None = None
     #: what to do with an evaluation's metrics (keep the best model); returns a progress-bar note
     evaluated: Callable[[int, dict[str, float], LoopState], str | None] | None = None
     eval_at_start: bool = False
@@ -105,6 +126,7 @@ def run_steps(loop, steps: Steps, context, device: torch.device, output_dir: Pat
     order = BatchOrder(dataset, loop, context, plan.batches_per_epoch, steps.group_by_length)
 
     state = _starting_state(loop, steps, context, device, output_dir, resume, optimizer, scheduler, order)
+    steps.autocast = decide_autocast(loop, steps, state, context, device)
     logger.info(
         "%d examples × %d views, %d steps of batch %d on %s", len(dataset), dataset.n_views, plan.total_steps,
         loop.batch_size, device,
@@ -141,10 +163,7 @@ def run_steps(loop, steps: Steps, context, device: torch.device, output_dir: Pat
     if evaluate is not None and steps.eval_at_start and state.step == 0:
         state.initial_metrics = last = evaluation(0)
     objective.train()  # the encoder with dropout; frozen copies stay in eval mode
-    amp = autocast_context(loop.autocast, device)
-    chosen = precision.decide(loop.autocast, device)
-    why = precision.reason(device) if precision.canonical(loop.autocast) == "auto" else "as the recipe says"
-    logger.info("training.autocast %s: %s (%s)", precision.canonical(loop.autocast), chosen, why)
+    amp = autocast_context(steps.autocast, device)
 
     # the loop
     window = LossWindow()  # its clock starts here: a log line's seconds count training, not evaluation

@@ -167,6 +167,9 @@ OBJECTIVES = {
     "angle": ({"name": "angle"}, {"header": True}, {}, "nli"),
     "angle+gradcache": ({"name": "angle"}, {"header": True}, {"gradcache_chunk": 2}, "nli"),
     "esimcse": ({"name": "esimcse", "queue_size": 6}, {"n_views": 1}),
+    # the domain methods: one view each (TSDAE damages it, Contrastive Tension's two copies encode it)
+    "tsdae": ({"name": "tsdae"}, {"n_views": 1}),
+    "contrastive_tension": ({"name": "contrastive_tension"}, {"n_views": 1}),
     # PromptBERT trains the prompt pooler
     "promptbert": ({"name": "promptbert"}, {"n_views": 1}, {}, "prompt"),
     "promptbert+sup": (

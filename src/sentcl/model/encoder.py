@@ -47,7 +47,7 @@ from sentcl.model.backbone import (
     resolve_model_path,
 )
 from sentcl.model.dropout import use_fast_dropout
-from sentcl.model.heads import MLPHead, PromptHead, build_mlm_head
+from sentcl.model.heads import MLPHead, PromptHead, build_causal_decoder, build_mlm_head
 from sentcl.model.modules import (
     Chain,
     Dense,
@@ -505,6 +505,11 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
         """The checkpoint's masked-LM head (a fresh one where it has none), its decoder tied to this
         encoder's input embeddings."""
         return build_mlm_head(self.backbone, self.source)
+
+    def causal_decoder(self) -> nn.Module:
+        """TSDAE's decoder for this encoder: a causal LM of its architecture with cross-attention, the
+        parameters it shares with the backbone tied to them (model/heads.py)."""
+        return build_causal_decoder(self.backbone, self.source)
 
     def train(self, mode: bool = True):
         return super().train(mode and not self.frozen)

@@ -82,3 +82,36 @@ def build_mlm_head(backbone: PreTrainedModel, source: str | None = None) -> nn.M
     assert decoder is not None  # a masked-LM model has an output embedding
     decoder.weight = backbone.get_input_embeddings().weight
     return head.to(next(backbone.parameters()).device)
+
+
+def build_causal_decoder(backbone: PreTrainedModel, source: str | None = None) -> nn.Module:
+    """TSDAE's decoder: ``source``'s architecture as a causal LM with cross-attention (transformers'
+    ``AutoModelForCausalLM``, e.g. ``BertLMHeadModel``), its weights loaded from ``source`` as
+    sentence-transformers' ``DenoisingAutoEncoderLoss`` loads them (the cross-attention, and a head the
+    checkpoint lacks, fresh), then every parameter the decoder shares by name with ``backbone`` *is*
+    ``backbone``'s (tied: one tensor, trained by both) and its output embedding is the input embedding."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    source = resolve_model_path(source or backbone.name_or_path or "")
+    try:
+        config = AutoConfig.from_pretrained(source)
+        config.is_decoder, config.add_cross_attention = True, True
+        decoder = AutoModelForCausalLM.from_pretrained(source, config=config)
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"{source}: this architecture has no causal-LM decoder ({exc})") from None
+    base = getattr(decoder, decoder.base_model_prefix)
+    encoder_modules = dict(backbone.named_modules())
+    tied = 0
+    for name, _ in list(base.named_parameters()):
+        module_name, _, attribute = name.rpartition(".")
+        mine = encoder_modules.get(module_name)
+        theirs = base.get_submodule(module_name) if module_name else base
+        if mine is not None and isinstance(getattr(mine, attribute, None), nn.Parameter):
+            setattr(theirs, attribute, getattr(mine, attribute))
+            tied += 1
+    if not tied:
+        raise ModelLoadError(f"{source}: no parameter of the decoder matches the encoder's")
+    output = decoder.get_output_embeddings()
+    if output is not None:
+        output.weight = backbone.get_input_embeddings().weight
+    return cast(nn.Module, decoder).to(next(backbone.parameters()).device)

@@ -238,6 +238,9 @@ class StaticEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
     def masked_lm_head(self) -> nn.Module:
         raise ConfigError("model.architecture static: a static model has no masked-LM head")
 
+    def causal_decoder(self) -> nn.Module:
+        raise ConfigError("model.architecture static: a static model has no transformer to decode with")
+
     def freeze_input_embeddings(self) -> None:
         raise ConfigError(
             "model.architecture static: its token vectors are all it has; they cannot be frozen"

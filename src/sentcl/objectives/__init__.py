@@ -7,6 +7,7 @@ from sentcl.objectives.align_uniform import AlignUniform, AlignUniformConfig
 from sentcl.objectives.angle import AnglE, AnglEConfig
 from sentcl.objectives.base import ContrastiveObjective, Objective, ObjectiveConfig, ObjectiveOutput
 from sentcl.objectives.cline import CLINE, CLINEConfig
+from sentcl.objectives.contrastive_tension import ContrastiveTension, ContrastiveTensionConfig
 from sentcl.objectives.cosent import CoSENT, CoSENTConfig
 from sentcl.objectives.dclr import DCLR, DCLRConfig
 from sentcl.objectives.debiased_simcse import DebiasedSimCSE, DebiasedSimCSEConfig
@@ -20,6 +21,7 @@ from sentcl.objectives.promptbert import PromptBERT, PromptBERTConfig
 from sentcl.objectives.sg_opt import SGOPT, SGOPTConfig
 from sentcl.objectives.simcse import SimCSE, SimCSEConfig, info_nce_loss
 from sentcl.objectives.tacl import TaCL, TaCLConfig
+from sentcl.objectives.tsdae import TSDAE, TSDAEConfig
 from sentcl.objectives.vascl import VaSCL, VaSCLConfig
 
 REGISTRY: dict[str, tuple[type[Objective], type[ObjectiveConfig]]] = {
@@ -40,6 +42,8 @@ REGISTRY: dict[str, tuple[type[Objective], type[ObjectiveConfig]]] = {
     "angle": (AnglE, AnglEConfig),
     "esimcse": (ESimCSE, ESimCSEConfig),
     "promptbert": (PromptBERT, PromptBERTConfig),
+    "tsdae": (TSDAE, TSDAEConfig),
+    "contrastive_tension": (ContrastiveTension, ContrastiveTensionConfig),
 }
 
 #: objectives of other installed packages: an entry point of this group names a ``(Objective class, its
@@ -100,6 +104,7 @@ __all__ = [
     "PLUGIN_GROUP",
     "REGISTRY",
     "SGOPT",
+    "TSDAE",
     "AlignUniform",
     "AnglE",
     "AnglEConfig",
@@ -107,6 +112,8 @@ __all__ = [
     "CoSENT",
     "CoSENTConfig",
     "ContrastiveObjective",
+    "ContrastiveTension",
+    "ContrastiveTensionConfig",
     "DebiasedConfig",
     "DebiasedInfoNCE",
     "DebiasedSimCSE",
@@ -133,6 +140,7 @@ __all__ = [
     "SelfGuided",
     "SimCSE",
     "SimCSEConfig",
+    "TSDAEConfig",
     "TaCL",
     "TaCLConfig",
     "VaSCL",

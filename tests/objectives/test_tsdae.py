@@ -13,7 +13,12 @@ from sentcl.objectives import TSDAE, TSDAEConfig
 from sentcl.objectives.tsdae import continuation_table, delete_words
 
 SOURCES = ["man plays ball", "dog runs", "a woman reads a book quickly", "cat"]
-TARGETS = ["a man plays the ball in the park", "the dog runs on the street", "a woman reads a book", "the cat"]
+TARGETS = [
+    "a man plays the ball in the park",
+    "the dog runs on the street",
+    "a woman reads a book",
+    "the cat",
+]
 
 
 def encoder(folder, pooler="cls_before_pooler") -> SentenceEncoder:

@@ -18,6 +18,7 @@ import torch
 from sentcl.analysis.alignment_uniformity import AlignUniformProbe, geometry_snapshot, stsb_probe
 from sentcl.config import ConfigError, load_yaml
 from sentcl.data import ContrastiveDataset, build_dataset, read_records
+from sentcl.data.corpus import read_corpus
 from sentcl.data.named import resolve_train_file
 from sentcl.data.streaming import StreamingDataset, check_streaming
 from sentcl.embedder import CachedEmbedder
@@ -76,7 +77,11 @@ def _train(config: TrainConfig, start, also_measure) -> TrainResult:
         check_streaming(config.data, loop)
         records = None
     else:
-        records = read_records(train_file, header=config.data.header)
+        records = (
+            read_corpus(train_file, config.data.corpus_unit)
+            if config.data.corpus_unit != "none"
+            else read_records(train_file, header=config.data.header)
+        )
     records, held_rows = _hold_out_for_selection(config, records, context.world_size)
     evaluator, probe = None, None
     if loop.eval_steps > 0 and loop.eval_task != "none":

@@ -65,6 +65,12 @@ def add_parser(commands) -> None:
         help="simcse: SentEval's PyTorch logistic regression as SimCSE's paper ran it (default); "
         "senteval-sklearn: SentEval's scikit-learn path",
     )
+    p.add_argument(
+        "--retrieval",
+        default="dense",
+        help="for retrieval folders: comma-separated among dense (the model), bm25 (bm25s, no model) and "
+        "hybrid (the two fused by reciprocal rank); the first is primary (default dense)",
+    )
     p.add_argument("--data-dir", help=DATA_DIR_HELP)
     p.add_argument("--batch-size", type=positive_int, default=128)
     p.add_argument("--json", help="also write all scores to this JSON file")
@@ -108,7 +114,7 @@ def run_command(args: argparse.Namespace) -> int:
     # the user's own files need no shared data; a post-processor fitted on a named corpus does
     fits_on_shared = bool(args.postprocess) and not Path(args.postprocess).is_dir()  # a named corpus
     data_dir = data_dir_for(args.tasks, args.data_dir, also_needed=fits_on_shared)
-    suite = EvaluationSuite(data_dir, args.tasks, args.aggregation, args.transfer_protocol)
+    suite = EvaluationSuite(data_dir, args.tasks, args.aggregation, args.transfer_protocol, args.retrieval)
     if suite.sts is not None:
         suite.sts.require_primary()  # one line before any model loads
     runs: list[Evaluated] = []

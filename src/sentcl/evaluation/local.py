@@ -22,12 +22,14 @@ from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import average_precision_score
 
 from sentcl.embedder import DOCUMENT, QUERY, Embedder, for_role, unit_rows
+from sentcl.evaluation.lexical import BM25_SETTINGS, RRF_K, BM25Index, reciprocal_rank_fusion
 from sentcl.evaluation.local_files import (
     read_pairs,
     read_retrieval,
     unique_names,
 )  # fmt: skip
 from sentcl.evaluation.ranking import DEPTH, per_query_metrics, rank
+from sentcl.evaluation.registry import RETRIEVAL_MODES
 
 
 # --------------------------------------------------------------------------------------------- metrics
@@ -118,17 +120,21 @@ class RetrievalFolderEvaluator:
     """Every BEIR folder a request names; metrics ``<folder>_<metric>``; the first folder's nDCG@10 is the
     primary metric."""
 
-    def __init__(self, paths: list[str]):
+    def __init__(self, paths: list[str], retrieval: str = "dense"):
         self.paths = [Path(p).expanduser() for p in paths]
         self.names = unique_names(self.paths)
         self.sets = [read_retrieval(p) for p in self.paths]
+        #: how documents are ranked (Options.retrieval): dense keys are ``<folder>_<metric>``, the others
+        #: ``<folder>_bm25_<metric>`` and ``<folder>_hybrid_<metric>``; the first mode is primary
+        self.modes = retrieval.split(",")
+        self.bm25: dict[str, np.ndarray] = {}  # per folder, BM25's ranking (the model does not change it)
         #: per folder, each query's own row in the corpus (a document with its id), never ranked for it
         self.own_rows = []
         for task in self.sets:
             row = {doc: i for i, doc in enumerate(task.corpus_ids)}
             self.own_rows.append([row.get(q) for q in task.query_ids])
         self.missing: dict[str, str] = {}
-        self.primary = f"{self.names[0]}_ndcg@10"
+        self.primary = f"{self.names[0]}_{self.prefix(self.modes[0])}ndcg@10"
         self.last: dict[str, float] = {}
         #: the last evaluation's nDCG@10 of each query, per folder (what ``--against`` resamples)
         self.per_query: dict[str, np.ndarray] = {}
@@ -137,31 +143,60 @@ class RetrievalFolderEvaluator:
         """Metric → its value for each evaluated item (here each query's nDCG@10), in a fixed order."""
         return dict(self.per_query)
 
-    def __call__(self, embedder: Embedder) -> dict[str, float]:
-        metrics: dict[str, float] = {}
-        self.per_query = {}
-        for name, task, own_rows in zip(self.names, self.sets, self.own_rows, strict=True):
+    @staticmethod
+    def prefix(mode: str) -> str:
+        return "" if mode == "dense" else f"{mode}_"
+
+    def rankings(self, embedder: Embedder, name: str, task, own_rows) -> dict[str, np.ndarray]:
+        """Each requested mode's [Q, DEPTH] ranking of the corpus for the folder's queries."""
+        found: dict[str, np.ndarray] = {}
+        if {"dense", "hybrid"} & set(self.modes):
             # each side with the model's own prompt where it has one (encode_document / encode_query)
             documents = unit_rows(
                 np.asarray(for_role(embedder, DOCUMENT).encode(task.corpus), dtype=np.float32)
             )
             queries = unit_rows(np.asarray(for_role(embedder, QUERY).encode(task.queries), dtype=np.float32))
-            ranked = rank(queries, documents, DEPTH, own_rows)
-            each = per_query_metrics(ranked, task.relevant)
-            metrics |= {f"{name}_{key}": float(np.mean(values)) for key, values in each.items()}
-            self.per_query[f"{name}_ndcg@10"] = each["ndcg@10"]
+            found["dense"] = rank(queries, documents, DEPTH, own_rows)
+        if {"bm25", "hybrid"} & set(self.modes):
+            if name not in self.bm25:
+                self.bm25[name] = BM25Index(task.corpus).rank(task.queries, DEPTH, own_rows)
+            found["bm25"] = self.bm25[name]
+        if "hybrid" in self.modes:
+            found["hybrid"] = reciprocal_rank_fusion([found["dense"], found["bm25"]], found["dense"].shape[1])
+        return found
+
+    def __call__(self, embedder: Embedder) -> dict[str, float]:
+        metrics: dict[str, float] = {}
+        self.per_query = {}
+        for name, task, own_rows in zip(self.names, self.sets, self.own_rows, strict=True):
+            found = self.rankings(embedder, name, task, own_rows)
+            for mode in self.modes:
+                each = per_query_metrics(found[mode], task.relevant)
+                key = f"{name}_{self.prefix(mode)}"
+                metrics |= {f"{key}{metric}": float(np.mean(values)) for metric, values in each.items()}
+                self.per_query[f"{key}ndcg@10"] = each["ndcg@10"]
         self.last = metrics
         return metrics
+
+    def mode_metrics(self, metrics: dict[str, float], name: str, mode: str) -> dict[str, float]:
+        """``name``'s metrics of ``mode``, by their bare names (ndcg@10, recall@100, …)."""
+        head = f"{name}_{self.prefix(mode)}"
+        others = tuple(f"{name}_{self.prefix(m)}" for m in RETRIEVAL_MODES if m != mode and m != "dense")
+        return {
+            key.removeprefix(head): value
+            for key, value in metrics.items()
+            if key.startswith(head) and not key.startswith(others)
+        }
 
     def format(self, metrics: dict[str, float]) -> str:
         lines = []
         for name, task in zip(self.names, self.sets, strict=True):
-            cells = "  ".join(
-                f"{key.removeprefix(name + '_')} {value:.2f}"
-                for key, value in metrics.items()
-                if key.startswith(name + "_")
-            )
-            lines.append(f"{name} ({len(task.queries):,} queries, {len(task.corpus):,} documents): {cells}")
+            for mode in self.modes:
+                cells = "  ".join(f"{k} {v:.2f}" for k, v in self.mode_metrics(metrics, name, mode).items())
+                how = "" if self.modes == ["dense"] else f" [{mode}]"
+                lines.append(
+                    f"{name}{how} ({len(task.queries):,} queries, {len(task.corpus):,} documents): {cells}"
+                )
         return "\n".join(lines)
 
     def results(self) -> dict:
@@ -173,6 +208,7 @@ class RetrievalFolderEvaluator:
                 "metrics": {
                     k.removeprefix(name + "_"): v for k, v in self.last.items() if k.startswith(name + "_")
                 },
+                "retrieval": {"modes": self.modes, "bm25": BM25_SETTINGS, "rrf_k": RRF_K},
             }
             for name, task in zip(self.names, self.sets, strict=True)
         }

@@ -34,10 +34,21 @@ class Options:
 
     aggregation: str = "all"  # STS12–16: all | mean | wmean
     transfer_protocol: str = "simcse"  # SentEval transfer: simcse | senteval-sklearn (checked by its family)
+    #: retrieval folders: how documents are ranked, comma-separated among dense (the model), bm25 and
+    #: hybrid (the two fused by reciprocal rank; evaluation/lexical.py); the first one is primary
+    retrieval: str = "dense"
 
     def validate(self) -> None:
         if self.aggregation not in AGGREGATIONS:
             raise ConfigError(f"aggregation: {self.aggregation!r} is not one of {', '.join(AGGREGATIONS)}")
+        modes = self.retrieval.split(",")
+        if not modes or any(m not in RETRIEVAL_MODES for m in modes) or len(set(modes)) != len(modes):
+            raise ConfigError(
+                f"retrieval: {self.retrieval!r} is not a list of distinct {', '.join(RETRIEVAL_MODES)}"
+            )
+
+
+RETRIEVAL_MODES = ("dense", "bm25", "hybrid")
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,12 @@ class EvaluationSuite:
         tasks: str | Sequence[str] = "sts",
         aggregation: str = "all",
         transfer_protocol: str = "simcse",
+        retrieval: str = "dense",
     ):
         self.families = [family for family, _ in parse(tasks)]
-        self.evaluators = build_evaluators(data_dir, tasks, Options(aggregation, transfer_protocol))
+        options = Options(aggregation, transfer_protocol, retrieval)
+        options.validate()
+        self.evaluators = build_evaluators(data_dir, tasks, options)
         self.results: dict = {}
 
     @property

@@ -97,7 +97,12 @@ register_family(Family("retrieval", lambda root, names, o: RetrievalEvaluator(ro
 # the user's own files, named by path (evaluation/local.py)
 register_family(Family("pairs", lambda root, paths, o: PairFileEvaluator(paths), "pair files", is_pair_file))
 register_family(
-    Family("beir", lambda root, paths, o: RetrievalFolderEvaluator(paths), "retrieval folders", is_retrieval)
+    Family(
+        "beir",
+        lambda root, paths, o: RetrievalFolderEvaluator(paths, o.retrieval),
+        "retrieval folders",
+        is_retrieval,
+    )
 )
 
 register("sts", "sts", STS_TASKS)  # SimCSE's 7-task table

@@ -170,6 +170,7 @@ OBJECTIVES = {
     # the domain methods: one view each (TSDAE damages it, Contrastive Tension's two copies encode it)
     "tsdae": ({"name": "tsdae"}, {"n_views": 1}),
     "contrastive_tension": ({"name": "contrastive_tension"}, {"n_views": 1}),
+    "cropping": ({"name": "cropping"}, {"n_views": 1}),
     # PromptBERT trains the prompt pooler
     "promptbert": ({"name": "promptbert"}, {"n_views": 1}, {}, "prompt"),
     "promptbert+sup": (

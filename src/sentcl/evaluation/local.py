@@ -120,10 +120,14 @@ class RetrievalFolderEvaluator:
     """Every BEIR folder a request names; metrics ``<folder>_<metric>``; the first folder's nDCG@10 is the
     primary metric."""
 
-    def __init__(self, paths: list[str], retrieval: str = "dense"):
+    def __init__(self, paths: list[str], retrieval: str = "dense", document_words: int = 0):
         self.paths = [Path(p).expanduser() for p in paths]
         self.names = unique_names(self.paths)
         self.sets = [read_retrieval(p) for p in self.paths]
+        self.document_words = document_words
+        if document_words:  # each document cut to its first words (Options.document_words)
+            for task in self.sets:
+                task.corpus = [" ".join(text.split()[:document_words]) for text in task.corpus]
         #: how documents are ranked (Options.retrieval): dense keys are ``<folder>_<metric>``, the others
         #: ``<folder>_bm25_<metric>`` and ``<folder>_hybrid_<metric>``; the first mode is primary
         self.modes = retrieval.split(",")
@@ -208,7 +212,12 @@ class RetrievalFolderEvaluator:
                 "metrics": {
                     k.removeprefix(name + "_"): v for k, v in self.last.items() if k.startswith(name + "_")
                 },
-                "retrieval": {"modes": self.modes, "bm25": BM25_SETTINGS, "rrf_k": RRF_K},
+                "retrieval": {
+                    "modes": self.modes,
+                    "bm25": BM25_SETTINGS,
+                    "rrf_k": RRF_K,
+                    "document_words": self.document_words,
+                },
             }
             for name, task in zip(self.names, self.sets, strict=True)
         }

@@ -37,8 +37,14 @@ class Options:
     #: retrieval folders: how documents are ranked, comma-separated among dense (the model), bm25 and
     #: hybrid (the two fused by reciprocal rank; evaluation/lexical.py); the first one is primary
     retrieval: str = "dense"
+    #: retrieval folders: each document cut to its first N words for the ranking (0: whole). Choosing a
+    #: checkpoint on a domain's train queries during training costs an encoding of the corpus per evaluation;
+    #: cut documents make it cheaper (stated with the choice; the final report encodes them whole)
+    document_words: int = 0
 
     def validate(self) -> None:
+        if self.document_words < 0:
+            raise ConfigError(f"document_words: must be ≥ 0 (0: whole documents), got {self.document_words}")
         if self.aggregation not in AGGREGATIONS:
             raise ConfigError(f"aggregation: {self.aggregation!r} is not one of {', '.join(AGGREGATIONS)}")
         modes = self.retrieval.split(",")

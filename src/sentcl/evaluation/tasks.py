@@ -99,7 +99,7 @@ register_family(Family("pairs", lambda root, paths, o: PairFileEvaluator(paths),
 register_family(
     Family(
         "beir",
-        lambda root, paths, o: RetrievalFolderEvaluator(paths, o.retrieval),
+        lambda root, paths, o: RetrievalFolderEvaluator(paths, o.retrieval, o.document_words),
         "retrieval folders",
         is_retrieval,
     )

@@ -9,6 +9,7 @@ from sentcl.objectives.base import ContrastiveObjective, Objective, ObjectiveCon
 from sentcl.objectives.cline import CLINE, CLINEConfig
 from sentcl.objectives.contrastive_tension import ContrastiveTension, ContrastiveTensionConfig
 from sentcl.objectives.cosent import CoSENT, CoSENTConfig
+from sentcl.objectives.cropping import Cropping, CroppingConfig
 from sentcl.objectives.dclr import DCLR, DCLRConfig
 from sentcl.objectives.debiased_simcse import DebiasedSimCSE, DebiasedSimCSEConfig
 from sentcl.objectives.distillation import Distillation, DistillationConfig
@@ -44,6 +45,7 @@ REGISTRY: dict[str, tuple[type[Objective], type[ObjectiveConfig]]] = {
     "promptbert": (PromptBERT, PromptBERTConfig),
     "tsdae": (TSDAE, TSDAEConfig),
     "contrastive_tension": (ContrastiveTension, ContrastiveTensionConfig),
+    "cropping": (Cropping, CroppingConfig),
 }
 
 #: objectives of other installed packages: an entry point of this group names a ``(Objective class, its
@@ -114,6 +116,8 @@ __all__ = [
     "ContrastiveObjective",
     "ContrastiveTension",
     "ContrastiveTensionConfig",
+    "Cropping",
+    "CroppingConfig",
     "DebiasedConfig",
     "DebiasedInfoNCE",
     "DebiasedSimCSE",

@@ -61,7 +61,8 @@ class StepRecord:
         ranked = ", ".join(f"{name} {seconds * 1000:.0f} ms" for name, seconds in self.seconds.items())
         sequences, tokens = self.batch
         return (
-            f"the faster training step here: {ranked} a step of {sequences}×{tokens} tokens ({self.measured})"
+            f"the faster training step here: {ranked} for a step of {sequences}×{tokens} tokens "
+            f"({self.measured})"
         )
 
 

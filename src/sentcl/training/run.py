@@ -206,8 +206,13 @@ def task_evaluator(loop) -> tuple[Evaluator, Path]:
     refused before training when its files are missing."""
     try:
         explicit = loop.eval_data_dir and expand_path(loop.eval_data_dir, "training.eval_data_dir")
-        data_dir = data_dir_for(loop.eval_task, explicit)  # none for the user's own pair file or folder
-        evaluator = build_evaluator(data_dir, loop.eval_task, loop.eval_options)
+        # a task named by its path may use ~ and $VARS, as training.train_file does
+        task = ",".join(
+            expand_path(name, "training.eval_task") if "$" in name or name.startswith("~") else name
+            for name in loop.eval_task.split(",")
+        )
+        data_dir = data_dir_for(task, explicit)  # none for the user's own pair file or folder
+        evaluator = build_evaluator(data_dir, task, loop.eval_options)
     except TaskSpecError as exc:
         raise ConfigError(f"training.eval_task: {exc}") from None
     except MissingDataError as exc:

@@ -28,6 +28,10 @@ PLUGIN_GROUP = "sentcl.commands"
 COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("sentcl.cli.train", "train a sentence encoder from a YAML recipe"),
     "pretrain": ("sentcl.cli.train", "masked-LM pre-training: a raw encoder from scratch, or continued"),
+    "adapt": (
+        "sentcl.cli.adapt",
+        "adapt a model to your corpus without labels (TSDAE, …), judged by your search",
+    ),
     "evaluate": (
         "sentcl.cli.evaluate",
         "evaluate a model: STS, SentEval transfer, your own pair files and retrieval (BEIR) folders",

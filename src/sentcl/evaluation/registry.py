@@ -148,6 +148,9 @@ def local_family(item: str) -> str:
             f"{item}: neither a pair file (.csv, .tsv, .jsonl) nor a retrieval folder (corpus.jsonl, "
             f"queries.jsonl, qrels/)"
         )
+    if path.parent.name == "qrels" and path.parent.is_dir():  # a split the folder does not have
+        splits = ", ".join(sorted(p.stem for p in path.parent.glob("*.tsv"))) or "none"
+        raise TaskSpecError(f"{item}: no such split; {path.parent} holds: {splits}")
     raise TaskSpecError(
         f"unknown evaluation task {item!r}; known: {known_tasks()}; or the path of a pair file or a "
         f"retrieval folder (no such file or folder here)"

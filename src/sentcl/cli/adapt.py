@@ -1,0 +1,58 @@
+"""``sentcl adapt``: adapt a model to a domain's unlabelled text (training/adapt.py), chosen and judged by
+that domain's search where judgements are given."""
+
+from __future__ import annotations
+
+import argparse
+
+from sentcl.cli.common import positive_int
+from sentcl.training.adapt import METHODS, AdaptRequest, adapt
+
+NAMES = ("adapt",)
+
+
+def add_parser(commands) -> None:
+    p = commands.add_parser(
+        "adapt", help="adapt a model to your corpus without labels (TSDAE, …), judged by your search",
+        epilog="docs/domain.md walks through it; the run folder resumes like sentcl train's",
+    )  # fmt: skip
+    p.add_argument("model", help="the model to start from: a folder or a hub id")
+    p.add_argument(
+        "--corpus", required=True,
+        help="your documents: a BEIR folder, a corpus.jsonl (_id, title, text) or a text file, one per line",
+    )  # fmt: skip
+    p.add_argument("--output", required=True, help="the run folder (the adapted model is OUTPUT/model)")
+    p.add_argument("--method", default="tsdae", choices=list(METHODS), help="default tsdae")
+    p.add_argument("--steps", type=positive_int, default=400, help="training steps (default 400)")
+    p.add_argument("--batch-size", type=positive_int, default=32, help="sentences (or documents) a step")
+    p.add_argument("--learning-rate", type=float, default=3e-5, help="AdamW's peak rate (default 3e-5)")
+    p.add_argument(
+        "--eval-steps", type=positive_int, default=100, help="choose (and checkpoint) every N steps"
+    )
+    p.add_argument(
+        "--choose", metavar="QRELS",
+        help="judgements to choose the checkpoint on (a BEIR qrels file, e.g. FOLDER/qrels/train.tsv); "
+        "without, the last step is kept",
+    )  # fmt: skip
+    p.add_argument(
+        "--report", metavar="QRELS",
+        help="judgements to report on, never chosen on (e.g. FOLDER/qrels/test.tsv): a before/after table "
+        "with paired intervals over the queries, also in OUTPUT/adapt.md",
+    )  # fmt: skip
+    p.add_argument("--pooler", help="default: the model's own")
+    p.add_argument("--seed", type=int, default=42, help="the run's seed (data order, noise, dropout)")
+    p.add_argument("--overwrite", action="store_true", help="start again in a non-empty output folder")
+    p.add_argument("--resume", action="store_true", help="continue from OUTPUT/checkpoint, exactly")
+
+
+def run_command(args: argparse.Namespace) -> int:
+    request = AdaptRequest(
+        args.model, args.corpus, args.output, args.method, args.steps, args.batch_size, args.learning_rate,
+        args.eval_steps, args.choose, args.report, args.seed, args.overwrite, args.resume, args.pooler,
+    )  # fmt: skip
+    result = adapt(request)
+    chosen = f", kept step {result.chosen_step}" if result.chosen_step is not None else ""
+    print(f"{result.output_dir / 'model'}: {result.steps} steps of {args.method}{chosen}")
+    if result.table:
+        print(result.table)
+    return 0

@@ -1,0 +1,189 @@
+"""``sentcl adapt``: a model adapted to a domain's own unlabelled text, judged by that domain's search.
+
+One call: the corpus read as the method's unit (data/corpus.py), the method's recipe (``METHODS``: the
+settings in docs/domain.md) trained from the model, the checkpoint chosen on the domain's judgements where
+the user has some (``choose``: a BEIR qrels file, e.g. ``qrels/train.tsv``; without: the last step is kept),
+and, where the user names judgements to report on (``report``: e.g. ``qrels/test.tsv``, never the ones it
+chose on), a before/after table: nDCG@10 and Recall@100 of the start and the adapted model, dense and hybrid
+(BM25 fused), each difference with its 95 % interval from a paired bootstrap over the queries. The run
+folder is a ``sentcl train`` run folder (``--resume`` continues it exactly); the table is written
+beside it (``adapt.md``, ``adapt.json``) atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sentcl.atomic_write import atomic_file
+from sentcl.config import ConfigError
+from sentcl.embedder import Batched
+from sentcl.evaluation.local import RetrievalFolderEvaluator
+from sentcl.evaluation.registry import Options
+from sentcl.evaluation.significance import Difference, MeanBootstrap
+from sentcl.evaluation.tasks import build_evaluator
+from sentcl.model.inference import for_inference, load_encoder
+from sentcl.training.contrastive import train
+from sentcl.training.recipe import recipe_from_dict
+
+logger = logging.getLogger(__name__)
+
+#: method → (its objective section, the corpus unit it trains on, its data.max_length)
+METHODS: dict[str, tuple[dict[str, Any], str, int]] = {
+    "tsdae": ({"name": "tsdae", "deletion": 0.6}, "sentence", 64),
+    "simcse": ({"name": "simcse", "temperature": 0.05}, "sentence", 64),
+    "contrastive_tension": ({"name": "contrastive_tension"}, "sentence", 64),
+    "cropping": ({"name": "cropping"}, "document", 256),
+}
+#: the words of each document the choice encodes (the report encodes them whole)
+CHOICE_WORDS = 128
+
+
+@dataclass
+class AdaptRequest:
+    model: str
+    corpus: str
+    output: str
+    method: str = "tsdae"
+    steps: int = 400
+    batch_size: int = 32
+    learning_rate: float = 3e-5
+    eval_steps: int = 100
+    choose: str | None = None  # qrels file to choose the checkpoint on
+    report: str | None = None  # qrels file to report on
+    seed: int = 42
+    overwrite: bool = False
+    resume: bool = False
+    pooler: str | None = None
+
+    def check(self) -> None:
+        if self.method not in METHODS:
+            raise ConfigError(f"--method: {self.method!r} is not one of {', '.join(METHODS)}")
+        for name in ("steps", "batch_size", "eval_steps"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"--{name.replace('_', '-')}: must be positive, got {getattr(self, name)}")
+        if self.choose and self.report and Path(self.choose).resolve() == Path(self.report).resolve():
+            raise ConfigError(
+                f"--report {self.report}: the judgements the checkpoint is chosen on cannot also report it "
+                "(choose on train, report on test)"
+            )
+
+
+@dataclass
+class AdaptResult:
+    output_dir: Path
+    steps: int
+    chosen_step: int | None
+    table: str = ""
+    report: dict = field(default_factory=dict)
+
+
+def recipe(request: AdaptRequest, model_length: int | None = None) -> dict[str, Any]:
+    """The ``sentcl train`` recipe ``request`` runs (its length cut at the model's, ``model_length``)."""
+    objective, unit, max_length = METHODS[request.method]
+    max_length = min(max_length, model_length or max_length)
+    training: dict[str, Any] = {
+        "output_dir": request.output, "batch_size": request.batch_size,
+        "learning_rate": request.learning_rate, "max_steps": request.steps, "seed": request.seed,
+        "checkpoint_steps": request.eval_steps, "overwrite_output_dir": request.overwrite,
+        "resume": request.resume,
+    }  # fmt: skip
+    if request.choose:
+        training |= {
+            "eval_task": str(request.choose), "eval_steps": request.eval_steps, "eval_at_start": True,
+            "eval_options": {"document_words": CHOICE_WORDS},
+        }  # fmt: skip
+    else:
+        training |= {"eval_steps": 0}  # nothing to choose on: the last step is kept
+    model: dict[str, Any] = {"name_or_path": request.model}
+    if request.pooler:
+        model["pooler"] = request.pooler
+    data = {"train_file": request.corpus, "corpus_unit": unit, "max_length": max_length, "n_views": 1}
+    return {"model": model, "data": data, "objective": objective, "training": training}
+
+
+def adapt(request: AdaptRequest) -> AdaptResult:
+    """Train ``request`` and, where it names judgements to report on, the before/after table."""
+    request.check()
+    for option, judged in (("--choose", request.choose), ("--report", request.report)):
+        if judged:  # the judgements are read before any training: a bad file fails first, in one line
+            evaluator = build_evaluator(Path(), str(judged), Options(retrieval="dense"))
+            if not isinstance(evaluator, RetrievalFolderEvaluator):
+                raise ConfigError(f"{option} {judged}: judgements are a BEIR folder's qrels file")
+    start = load_encoder(request.model)
+    if request.pooler is None:  # the model's own pooler (a trained model keeps the one it was trained with)
+        request.pooler = start.pooler
+    config = recipe_from_dict(recipe(request, start.max_length))
+    trained = train(config)
+    result = AdaptResult(trained.output_dir, trained.steps, trained.best_step)
+    if request.report:
+        result.report = before_after(request, trained.output_dir / "model", config.model.pooler)
+        result.table = format_table(result.report)
+        write_report(trained.output_dir, result.report, result.table)
+    return result
+
+
+def before_after(request: AdaptRequest, adapted: Path, pooler: str | None) -> dict:
+    """The start and the adapted model on the report's judgements: dense and hybrid nDCG@10 and Recall@100,
+    and each difference's 95 % interval from a paired bootstrap over the queries."""
+    evaluator = build_evaluator(Path(), str(request.report), Options(retrieval="dense,hybrid,bm25"))
+    name = evaluator.names[0]
+    rows: dict[str, dict[str, float]] = {}
+    per_query: dict[str, dict[str, np.ndarray]] = {}
+    for label, source in (("start", request.model), ("adapted", str(adapted))):
+        encoder = for_inference(load_encoder(source, pooler=pooler), "fp32")
+        rows[label] = evaluator(Batched(encoder, 64))
+        per_query[label] = evaluator.per_item()
+    bootstrap = MeanBootstrap(len(evaluator.sets[0].queries))
+    differences = {}
+    for mode in ("", "hybrid_"):
+        key = f"{name}_{mode}ndcg@10"
+        for label in ("start", "adapted"):
+            bootstrap.add(f"{label}:{key}", per_query[label][key])
+        differences[key] = asdict(bootstrap.compare(f"adapted:{key}", f"start:{key}"))
+    bm25 = f"{name}_bm25_ndcg@10"
+    bootstrap.add(bm25, per_query["start"][bm25])
+    versus_bm25 = bootstrap.compare(f"adapted:{name}_ndcg@10", bm25)
+    differences["adapted_vs_bm25"] = asdict(versus_bm25)
+    return {
+        "task": name, "queries": len(evaluator.sets[0].queries), "qrels": str(request.report),
+        "method": request.method, "model": request.model, "metrics": rows, "differences": differences,
+    }  # fmt: skip
+
+
+def format_table(report: dict) -> str:
+    name, rows = report["task"], report["metrics"]
+    lines = [
+        f"{name} ({report['queries']} queries, {report['qrels']}): {report['model']} adapted by "
+        f"{report['method']}",
+        "| model | nDCG@10 | Recall@100 | hybrid nDCG@10 | hybrid Recall@100 |",
+        "|---|---|---|---|---|",
+    ]
+    for label in ("start", "adapted"):
+        m = rows[label]
+        lines.append(
+            f"| {label} | {m[f'{name}_ndcg@10']:.2f} | {m[f'{name}_recall@100']:.2f} | "
+            f"{m[f'{name}_hybrid_ndcg@10']:.2f} | {m[f'{name}_hybrid_recall@100']:.2f} |"
+        )
+    lines.append(f"| BM25 | {rows['start'][f'{name}_bm25_ndcg@10']:.2f} | "
+                 f"{rows['start'][f'{name}_bm25_recall@100']:.2f} | | |")  # fmt: skip
+    lines.append("")
+    for key, label in ((f"{name}_ndcg@10", "adapted − start, nDCG@10"),
+                       (f"{name}_hybrid_ndcg@10", "adapted − start, hybrid nDCG@10"),
+                       ("adapted_vs_bm25", "adapted − BM25, nDCG@10")):  # fmt: skip
+        d = Difference(**report["differences"][key])
+        verdict = "told apart" if d.distinguishable else "not distinguishable"
+        lines.append(f"{label}: {d} ({verdict}; 95 % paired bootstrap over the queries)")
+    return "\n".join(lines)
+
+
+def write_report(folder: Path, report: dict, table: str) -> None:
+    with atomic_file(folder / "adapt.json") as handle:
+        handle.write(json.dumps(report, indent=2, default=float) + "\n")
+    with atomic_file(folder / "adapt.md") as handle:
+        handle.write(table + "\n")

@@ -1,0 +1,114 @@
+"""sentcl adapt: a model trained on a domain's corpus, chosen on one split's judgements, reported on another's
+with paired intervals; bad requests refused in one line before anything is trained or written."""
+
+import json
+import random
+import shutil
+
+import pytest
+
+from sentcl.cli.main import main
+from sentcl.config import ConfigError
+from sentcl.training.adapt import AdaptRequest, adapt, recipe
+
+from ..conftest import SENTENCES
+
+
+@pytest.fixture
+def domain(tmp_path):
+    """A BEIR folder: 30 documents of the tiny vocabulary, 12 queries, train and test judgements."""
+    rng = random.Random(0)
+    folder = tmp_path / "domain"
+    (folder / "qrels").mkdir(parents=True)
+    docs = [{"_id": f"d{i}", "title": "", "text": " ".join(rng.sample(SENTENCES, 3))} for i in range(30)]
+    queries = [{"_id": f"q{i}", "text": SENTENCES[i % len(SENTENCES)]} for i in range(12)]
+    (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    (folder / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
+    for split, rows in (("train", range(0, 6)), ("test", range(6, 12))):
+        lines = ["query-id\tcorpus-id\tscore"]
+        for q in rows:
+            relevant = [d["_id"] for d in docs if queries[q]["text"] in d["text"]] or ["d0"]
+            lines += [f"q{q}\t{d}\t1" for d in relevant]
+        (folder / "qrels" / f"{split}.tsv").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+def request(tiny_model_dir, domain, output, **changes) -> AdaptRequest:
+    base = dict(
+        model=str(tiny_model_dir), corpus=str(domain), output=str(output), steps=4, batch_size=4,
+        eval_steps=2, choose=str(domain / "qrels" / "train.tsv"), report=str(domain / "qrels" / "test.tsv"),
+        pooler="avg", learning_rate=1e-3,
+    )  # fmt: skip
+    return AdaptRequest(**(base | changes))
+
+
+def test_adapt_chooses_on_train_and_reports_on_test(tmp_path, tiny_model_dir, domain):
+    result = adapt(request(tiny_model_dir, domain, tmp_path / "run"))
+    assert result.steps == 4 and (tmp_path / "run" / "model").is_dir()
+    assert result.chosen_step in (0, 2, 4)
+    report = json.loads((tmp_path / "run" / "adapt.json").read_text())
+    assert report["queries"] == 6 and set(report["metrics"]) == {"start", "adapted"}
+    assert report["task"] == "domain"
+    assert report["metrics"]["start"] != report["metrics"]["adapted"] or result.chosen_step == 0
+    for key in ("domain_ndcg@10", "domain_hybrid_ndcg@10", "adapted_vs_bm25"):
+        d = report["differences"][key]
+        assert d["low"] <= d["delta"] <= d["high"]
+    table = (tmp_path / "run" / "adapt.md").read_text()
+    assert (
+        "| start |" in table
+        and "| adapted |" in table
+        and "| BM25 |" in table
+        and "paired bootstrap" in table
+    )
+    metrics = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    chosen_on = {key for r in metrics for key in r.get("eval", {})}
+    assert "domain-train_ndcg@10" in chosen_on  # the choice: train.tsv (the folder and split name it)
+    config = (tmp_path / "run" / "config.yaml").read_text()
+    assert "qrels/train.tsv" in config and "qrels/test.tsv" not in config  # never chosen on test
+
+
+def test_the_command_and_its_documents(tmp_path, tiny_model_dir, domain, capsys):
+    code = main(["adapt", str(tiny_model_dir), "--corpus", str(domain / "corpus.jsonl"), "--output",
+                 str(tmp_path / "run"), "--method", "cropping", "--steps", "2", "--batch-size", "4",
+                 "--pooler", "avg"])  # fmt: skip
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "2 steps of cropping" in out and "kept step" not in out  # nothing to choose on: the last step
+    assert (
+        recipe(request(tiny_model_dir, domain, tmp_path, method="cropping"))["data"]["corpus_unit"]
+        == "document"
+    )
+
+
+@pytest.mark.parametrize(
+    "changes,message",
+    [
+        ({"method": "bert"}, r"--method: 'bert' is not one of tsdae"),
+        (
+            {"report": "TRAIN"},
+            r"--report .*: the judgements the checkpoint is chosen on cannot also report it",
+        ),
+        ({"report": "stsb-dev"}, r"--report stsb-dev: judgements are a BEIR folder's qrels file"),
+        ({"choose": "MISSING"}, r"qrels/dev\.tsv: no such split; .*qrels holds: test, train"),
+    ],
+)
+def test_bad_requests_are_one_line_and_write_nothing(tmp_path, tiny_model_dir, domain, changes, message):
+    changes = {
+        k: {"TRAIN": str(domain / "qrels" / "train.tsv"), "MISSING": str(domain / "qrels" / "dev.tsv")}.get(
+            v, v
+        )
+        for k, v in changes.items()
+    }
+    with pytest.raises((ConfigError, Exception), match=message) as error:
+        adapt(request(tiny_model_dir, domain, tmp_path / "run", **changes))
+    assert "\n" not in str(error.value)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_corpus_without_text_is_refused_before_anything_is_written(tmp_path, tiny_model_dir, domain):
+    empty = tmp_path / "empty"
+    shutil.copytree(domain, empty)
+    (empty / "corpus.jsonl").write_text("")
+    with pytest.raises(Exception, match=r"corpus\.jsonl:1: the corpus has no documents"):
+        adapt(request(tiny_model_dir, empty, tmp_path / "run", choose=None, report=None))
+    assert not (tmp_path / "run").exists()

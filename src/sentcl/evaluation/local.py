@@ -22,7 +22,6 @@ from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import average_precision_score
 
 from sentcl.embedder import DOCUMENT, QUERY, Embedder, for_role, unit_rows
-from sentcl.evaluation.lexical import BM25_SETTINGS, RRF_K, BM25Index, reciprocal_rank_fusion
 from sentcl.evaluation.local_files import (
     read_pairs,
     read_retrieval,
@@ -30,6 +29,7 @@ from sentcl.evaluation.local_files import (
 )  # fmt: skip
 from sentcl.evaluation.ranking import DEPTH, per_query_metrics, rank
 from sentcl.evaluation.registry import RETRIEVAL_MODES
+from sentcl.search.lexical import BM25_SETTINGS, RRF_K, BM25Index, reciprocal_rank_fusion
 
 
 # --------------------------------------------------------------------------------------------- metrics

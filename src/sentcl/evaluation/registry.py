@@ -35,7 +35,7 @@ class Options:
     aggregation: str = "all"  # STS12–16: all | mean | wmean
     transfer_protocol: str = "simcse"  # SentEval transfer: simcse | senteval-sklearn (checked by its family)
     #: retrieval folders: how documents are ranked, comma-separated among dense (the model), bm25 and
-    #: hybrid (the two fused by reciprocal rank; evaluation/lexical.py); the first one is primary
+    #: hybrid (the two fused by reciprocal rank; search/lexical.py); the first one is primary
     retrieval: str = "dense"
     #: retrieval folders: each document cut to its first N words for the ranking (0: whole). Choosing a
     #: checkpoint on a domain's train queries during training costs an encoding of the corpus per evaluation;

@@ -123,6 +123,11 @@ def test_encode_index_search_commands(tiny_model_dir, tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == f"query: {SENTENCES[4]}" and len(lines) == 4
     assert any(line.strip().endswith(SENTENCES[4]) for line in lines[1:])
+    assert main(["search", str(tmp_path / "idx"), SENTENCES[4], "-k", "3", "--hybrid"]) == 0
+    hybrid = capsys.readouterr().out.splitlines()
+    assert len(hybrid) == 4 and hybrid[1].strip().endswith(SENTENCES[4])  # first by its words and its vector
+    assert main(["search", str(tmp_path / "idx"), SENTENCES[4], "--hybrid", "--threshold", "0.5"]) == 2
+    assert "fused ranks" in capsys.readouterr().err
     for threshold in ("nan", "inf", "1.5"):  # refused with one line, not "no hits"
         with pytest.raises(SystemExit) as refused:
             main(["search", str(tmp_path / "idx"), SENTENCES[4], "--threshold", threshold])

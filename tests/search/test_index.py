@@ -116,3 +116,21 @@ def test_a_damaged_or_forged_index_is_refused_before_faiss_reads_it(tmp_path, da
         (folder / "index.json").write_text(json.dumps(meta))
     with pytest.raises(IndexFolderError, match=r"does not match index.json|build it again"):
         SentenceIndex.load(folder)
+
+
+def test_hybrid_search_fuses_the_index_and_bm25_by_rank():
+    """Vectors that rank the texts one way, words that rank them another: the fused order and scores are
+    reciprocal rank fusion of the two (k = 60)."""
+    from sentcl.search.lexical import BM25Index, reciprocal_rank_fusion
+
+    texts = ["protein folding kinetics", "cell membrane transport", "vitamin deficiency", "protein structure"]
+    vectors = np.eye(4, dtype=np.float32)
+    index = SentenceIndex.build(vectors, texts, kind="flat")
+    query = np.array([[0.1, 0.9, 0.2, 0.3]], dtype=np.float32)  # dense: rows 1, 3, 2, 0
+    hits = index.hybrid_search(query, ["protein structure"], top_k=3)[0]
+    dense = np.array([[1, 3, 2, 0]])
+    lexical = BM25Index(texts).rank(["protein structure"], 4, [None])
+    fused, scores = reciprocal_rank_fusion([dense, lexical], 4)
+    assert [h.id for h in hits] == fused[0][:3].tolist() and hits[0].text == texts[hits[0].id]
+    assert [h.score for h in hits] == pytest.approx(scores[0][:3].tolist())
+    assert hits[0].id == 3  # second by the vectors, first by its words: first when fused

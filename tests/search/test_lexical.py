@@ -46,7 +46,8 @@ def test_bm25_never_ranks_a_querys_own_row_and_a_query_of_stop_words_keeps_row_o
 
 def test_reciprocal_rank_fusion_by_hand():
     # k = 60: row 0 scores 1/61 + 1/62, row 2 1/63 + 1/61, row 1 1/62 + 1/63
-    fused = reciprocal_rank_fusion([np.array([[0, 1, 2]]), np.array([[2, 0, 1]])], depth=3)
+    fused, scores = reciprocal_rank_fusion([np.array([[0, 1, 2]]), np.array([[2, 0, 1]])], depth=3)
     assert fused.tolist() == [[0, 2, 1]]
-    padded = reciprocal_rank_fusion([np.array([[4]]), np.array([[4]])], depth=2)
+    assert scores[0].tolist() == pytest.approx([1 / 61 + 1 / 62, 1 / 63 + 1 / 61, 1 / 62 + 1 / 63])
+    padded, _ = reciprocal_rank_fusion([np.array([[4, -1]]), np.array([[4, -1]])], depth=2)
     assert padded.tolist() == [[4, -1]]  # fewer distinct rows than the depth: -1 is never relevant

@@ -74,6 +74,22 @@ def test_search_matches_the_index(served):
     assert all(h["score"] >= 0.99 for row in cut.json()["results"] for h in row)
 
 
+def test_hybrid_search_matches_the_index(served):
+    from sentcl.search import SentenceIndex
+
+    index = SentenceIndex.load(served.index_dir)
+    query = "the dog runs on the street"
+    body = httpx.post(f"{served.url}/search", json={"query": query, "top_k": 4, "hybrid": True}).json()
+    vectors = served.encoder.encode([query])
+    expected = index.hybrid_search(vectors, [query], top_k=4)[0]
+    assert [h["id"] for h in body["results"][0]] == [h.id for h in expected]
+    np.testing.assert_allclose(
+        [h["score"] for h in body["results"][0]], [h.score for h in expected], atol=1e-9
+    )
+    both = httpx.post(f"{served.url}/search", json={"query": query, "hybrid": True, "threshold": 0.5})
+    assert both.status_code == 422 and "fused ranks" in both.text
+
+
 BAD = [
     ("/v1/embeddings", {"input": []}, 422, "'input' is empty"),
     ("/v1/embeddings", {"input": ["x"] * 9}, 422, "'input' has 9 texts; at most 8"),

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 
+import numpy as np
+
 from sentcl.cli.common import PICKLES, cosine, positive_int
 from sentcl.config import ConfigError
+from sentcl.embedder import QUERY, for_role
 from sentcl.model.inference import for_inference, load_encoder
 from sentcl.search import SentenceIndex
 
@@ -20,6 +23,11 @@ def add_parser(commands) -> None:
     p.add_argument("--threshold", type=cosine, help="only hits with cosine ≥ this")
     p.add_argument("--model", help="default: the model recorded in the index")
     p.add_argument(
+        "--hybrid", action="store_true",
+        help="fuse the model's ranking with BM25's over the same texts (reciprocal rank; scores are then "
+        "fused ranks, not cosines): pip install 'sentcl[domain]'",
+    )  # fmt: skip
+    p.add_argument(
         "--device", default="auto", help="auto (a GPU where there is one, else the CPU), cpu, cuda:N"
     )
 
@@ -31,9 +39,14 @@ def run_command(args: argparse.Namespace) -> int:
         raise ConfigError(f"{args.index}: the index records no model; pass --model")
     encoder = for_inference(load_encoder(model, allow_pickle=args.allow_pickle), "fp32", device=args.device)
     index.check_dimension(encoder.dimension, model, args.index)
-    for query, hits in zip(
-        args.query, index.query(encoder, args.query, args.top_k, args.threshold), strict=True
-    ):
+    if args.hybrid and args.threshold is not None:
+        raise ConfigError("--threshold is a cosine; --hybrid ranks by fused ranks: use one of them")
+    if args.hybrid:
+        vectors = np.asarray(for_role(encoder, QUERY).encode(args.query))
+        found = index.hybrid_search(vectors, args.query, args.top_k)
+    else:
+        found = index.query(encoder, args.query, args.top_k, args.threshold)
+    for query, hits in zip(args.query, found, strict=True):
         print(f"query: {query}")
         for hit in hits:
             print(f"  {hit.score:.4f}  {hit.text}")

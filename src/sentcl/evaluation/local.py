@@ -166,7 +166,9 @@ class RetrievalFolderEvaluator:
                 self.bm25[name] = BM25Index(task.corpus).rank(task.queries, DEPTH, own_rows)
             found["bm25"] = self.bm25[name]
         if "hybrid" in self.modes:
-            found["hybrid"] = reciprocal_rank_fusion([found["dense"], found["bm25"]], found["dense"].shape[1])
+            found["hybrid"] = reciprocal_rank_fusion(
+                [found["dense"], found["bm25"]], found["dense"].shape[1]
+            )[0]
         return found
 
     def __call__(self, embedder: Embedder) -> dict[str, float]:

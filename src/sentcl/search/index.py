@@ -27,6 +27,7 @@ from sentcl.atomic_write import atomic_folder
 from sentcl.embedder import DOCUMENT, QUERY, Embedder, for_role, require_finite
 from sentcl.errors import UserError
 from sentcl.extras import require
+from sentcl.search.lexical import BM25Index, reciprocal_rank_fusion
 from sentcl.search.quantization import dequantize_int8, int8_ranges, quantize
 
 if TYPE_CHECKING:
@@ -38,6 +39,8 @@ INDEX_FILES = ("index.faiss", "texts.jsonl")
 #: and those of a binary index: the documents' int8 codes and their ranges, for rescoring
 RESCORE_FILES = ("rescore_int8.npy", "rescore_ranges.npy")
 KINDS = ("auto", "flat", "ivf", "binary")
+#: how deep each ranking goes before hybrid search fuses them
+HYBRID_DEPTH = 100
 
 
 class IndexFolderError(UserError, ValueError):
@@ -80,6 +83,7 @@ class SentenceIndex:
         if (kind == "binary") != (rescore is not None):
             raise ValueError("a binary index, and only one, has int8 codes to rescore with")
         self.index, self.texts, self.kind, self.model = index, texts, kind, model
+        self._bm25: BM25Index | None = None  # hybrid search's BM25 over the texts, built when first asked
         #: binary: the documents' int8 codes [N, D] and their ranges [2, D]
         self.rescore, self.rescore_multiplier = rescore, rescore_multiplier
 
@@ -134,6 +138,33 @@ class SentenceIndex:
         queries = [queries] if isinstance(queries, str) else list(queries)
         vectors = np.asarray(for_role(embedder, QUERY).encode(queries))  # the model's query prompt
         return self.search(vectors, top_k=top_k, threshold=threshold)
+
+    def hybrid_search(
+        self, query_embeddings: np.ndarray, queries: Sequence[str], top_k: int = 5, depth: int = HYBRID_DEPTH
+    ) -> list[list[Hit]]:
+        """Hybrid search: this index's ranking and BM25's over the same texts (search/lexical.py, built once
+        per index), each to ``depth``, fused by reciprocal rank; a hit's ``score`` is its fused score
+        Σ 1/(60 + rank), not a cosine."""
+        if top_k < 1:
+            raise ValueError(f"top_k must be at least 1, got {top_k}")
+        depth = max(depth, top_k)
+        dense = self.search(query_embeddings, top_k=depth)
+        if self._bm25 is None:
+            self._bm25 = BM25Index(self.texts)
+        lexical = self._bm25.rank(list(queries), depth, [None] * len(queries))
+        width = min(depth, len(self))
+        rows = np.full((len(dense), width), -1, dtype=np.int64)
+        for q, hits in enumerate(dense):
+            rows[q, : len(hits)] = [hit.id for hit in hits]
+        fused, scores = reciprocal_rank_fusion([rows, lexical], width)
+        return [
+            [
+                Hit(self.texts[i], float(score), int(i))
+                for i, score in zip(rows_q, scores_q, strict=True)
+                if i >= 0
+            ]
+            for rows_q, scores_q in zip(fused[:, :top_k], scores[:, :top_k], strict=True)
+        ]
 
     def __len__(self) -> int:
         return len(self.texts)

@@ -56,16 +56,20 @@ class BM25Index:
         return best
 
 
-def reciprocal_rank_fusion(rankings: list[np.ndarray], depth: int, k: int = RRF_K) -> np.ndarray:
-    """[Q, depth] rows by Σ 1 / (k + rank) over ``rankings`` ([Q, ·] rows, best first; ties: lower row)."""
-    fused = np.empty((rankings[0].shape[0], depth), dtype=np.int64)
+def reciprocal_rank_fusion(
+    rankings: list[np.ndarray], depth: int, k: int = RRF_K
+) -> tuple[np.ndarray, np.ndarray]:
+    """([Q, depth] rows, [Q, depth] their fused scores) by Σ 1 / (k + rank) over ``rankings`` ([Q, ·] rows,
+    best first, −1 for no row; ties: the lower row first); rows past the fused ones are −1, score 0."""
+    fused = np.full((rankings[0].shape[0], depth), -1, dtype=np.int64)
+    scores = np.zeros((rankings[0].shape[0], depth), dtype=np.float64)
     for q in range(len(fused)):
         score: dict[int, float] = {}
         for ranking in rankings:
             for position, row in enumerate(ranking[q].tolist(), start=1):
-                score[row] = score.get(row, 0.0) + 1.0 / (k + position)
+                if row >= 0:
+                    score[row] = score.get(row, 0.0) + 1.0 / (k + position)
         ordered = sorted(score, key=lambda row: (-score[row], row))[:depth]
         fused[q, : len(ordered)] = ordered
-        if len(ordered) < depth:  # fewer distinct rows than the depth: pad with -1 (never relevant)
-            fused[q, len(ordered) :] = -1
-    return fused
+        scores[q, : len(ordered)] = [score[row] for row in ordered]
+    return fused, scores

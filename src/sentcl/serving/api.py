@@ -132,6 +132,8 @@ def request_models(
         query=(texts("query"), ...),
         top_k=(json_int(1, max_top_k), 5),
         threshold=(Annotated[float, Field(ge=-1.0, le=1.0)] | None, None),
+        # hybrid search: the index's ranking fused with BM25's over its texts (scores: fused ranks)
+        hybrid=(bool, False),
     )
     return {"embeddings": embeddings, "similarity": similarity, "search": search}
 

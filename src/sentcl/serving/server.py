@@ -264,11 +264,18 @@ async def search(body, request: Request) -> Response:
     if index is None:
         raise APIError(409, "no index is loaded: start the server with --index DIR", "query")
     queries = _as_list(body.query)
+    if body.hybrid and body.threshold is not None:
+        raise APIError(
+            422, "threshold is a cosine; hybrid search ranks by fused ranks: send one of them", "hybrid"
+        )
 
     def work(cost: int) -> bytes:
         service.check_tokens(queries, "query")
         query_vectors = service.embed(queries, prompt=service.prompts.get(QUERY, ""), cost=cost)
-        hits = index.search(query_vectors, top_k=body.top_k, threshold=body.threshold)
+        if body.hybrid:
+            hits = index.hybrid_search(query_vectors, queries, top_k=body.top_k)
+        else:
+            hits = index.search(query_vectors, top_k=body.top_k, threshold=body.threshold)
         rows = [[{"text": h.text, "score": h.score, "id": h.id} for h in row] for row in hits]
         return _json({"results": rows})
 

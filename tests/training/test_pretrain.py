@@ -129,3 +129,25 @@ def test_too_few_sentences_for_the_held_out_share_is_an_error(tmp_path, tiny_mod
     model = {"architecture": ARCHITECTURE, "tokenizer": str(tiny_model_dir)}
     with pytest.raises(DataError, match=r"small\.txt"):
         pretrain(load_pretrain_recipe(write_recipe(tmp_path, model, small, tmp_path / "s")))
+
+
+def test_continued_pretraining_on_a_domains_corpus(tmp_path, tiny_model_dir):
+    """data.corpus_unit: a BEIR corpus of documents, split into sentences, is what the MLM reads."""
+    folder = tmp_path / "beir"
+    folder.mkdir()
+    documents = [" ".join(SENTENCES[i : i + 3]).replace(" a ", ". A ") + "." for i in range(0, 12, 3)] * 4
+    (folder / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": str(i), "title": "", "text": d}) + "\n" for i, d in enumerate(documents))
+    )
+    path = write_recipe(tmp_path, {"name_or_path": str(tiny_model_dir)}, folder, tmp_path / "run")
+    recipe = json.loads(path.read_text())
+    recipe["data"]["corpus_unit"] = "sentence"
+    path.write_text(json.dumps(recipe))
+    result = pretrain(load_pretrain_recipe(path))
+    assert result.steps == 12 and (tmp_path / "run" / "model").is_dir()
+    recipe["data"]["corpus_unit"] = "paragraph"
+    path.write_text(json.dumps(recipe))
+    with pytest.raises(
+        ConfigError, match=r"data\.corpus_unit: 'paragraph' is not one of none, sentence, document"
+    ):
+        load_pretrain_recipe(path)

@@ -35,6 +35,7 @@ from sentcl.analysis.plots import plot_curves
 from sentcl.atomic_write import atomic_folder
 from sentcl.config import ConfigError, apply_overrides, from_dict, load_yaml, to_dict
 from sentcl.data import DataError, read_records
+from sentcl.data.corpus import UNITS, read_corpus
 from sentcl.data.named import resolve_train_file
 from sentcl.data.sentences import SentencesDataset, SentenceTokens
 from sentcl.embedder import CachedEmbedder
@@ -84,10 +85,15 @@ class PretrainDataConfig:
     eval_sentences: int = 2000
     #: batches of similar length (MLM has no in-batch negatives, so nothing is lost; far less padding)
     group_by_length: bool = True
+    #: the train files as a domain's corpora (data/corpus.py): "none" (rows as they are), "sentence" (a
+    #: BEIR folder, a corpus.jsonl or one document per line, split by Punkt trained on it), "document"
+    corpus_unit: str = "none"
 
     def validate(self) -> None:
         if not self.train_files:
             raise ConfigError("train_files: at least one training file is required")
+        if self.corpus_unit not in UNITS:
+            raise ConfigError(f"corpus_unit: {self.corpus_unit!r} is not one of {', '.join(UNITS)}")
         if self.max_length < 4:
             raise ConfigError(f"max_length: must be at least 4, got {self.max_length}")
         if self.eval_sentences < 0:
@@ -202,11 +208,13 @@ def save_mlm_model(model, tokenizer, folder: Path) -> Path:
 
 
 # ------------------------------------------------------------------------------------------- data
-def read_pretrain_sentences(files: list[str]) -> list[str]:
-    """Every sentence of every file (each cell of a table), in order; empty cells are skipped."""
+def read_pretrain_sentences(files: list[str], corpus_unit: str = "none") -> list[str]:
+    """Every sentence of every file (each cell of a table), in order; empty cells are skipped. A corpus
+    (``corpus_unit``) is read as data/corpus.py reads it."""
     sentences: list[str] = []
     for index, name in enumerate(files):
-        records = read_records(resolve_train_file(name, f"data.train_files[{index}]"))
+        path = resolve_train_file(name, f"data.train_files[{index}]")
+        records = read_corpus(path, corpus_unit) if corpus_unit != "none" else read_records(path)
         sentences.extend(cell for row in records.rows for cell in row if cell.strip())
     return sentences
 
@@ -240,7 +248,7 @@ def _pretrain(config: PretrainConfig, start) -> PretrainResult:
     loop = config.training
     context, device, output_dir = start.context, start.device, start.output_dir
 
-    sentences = read_pretrain_sentences(config.data.train_files)
+    sentences = read_pretrain_sentences(config.data.train_files, config.data.corpus_unit)
     held_out = config.data.eval_sentences if loop.eval_steps > 0 else 0
     if len(sentences) <= held_out:
         raise DataError(

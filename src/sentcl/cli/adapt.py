@@ -52,6 +52,8 @@ def run_command(args: argparse.Namespace) -> int:
     )  # fmt: skip
     result = adapt(request)
     chosen = f", kept step {result.chosen_step}" if result.chosen_step is not None else ""
+    if result.chosen_step == 0:
+        chosen += " (no trained step beat the start on your judgements: model/ is the start)"
     print(f"{result.output_dir / 'model'}: {result.steps} steps of {args.method}{chosen}")
     if result.table:
         print(result.table)

@@ -96,7 +96,8 @@ def recipe(request: AdaptRequest, model_length: int | None = None) -> dict[str, 
     if request.choose:
         training |= {
             "eval_task": str(request.choose), "eval_steps": request.eval_steps, "eval_at_start": True,
-            "eval_options": {"document_words": CHOICE_WORDS},
+            # the start is a candidate: where no step beats it on the user's judgements, model/ is the start
+            "start_is_candidate": True, "eval_options": {"document_words": CHOICE_WORDS},
         }  # fmt: skip
     else:
         training |= {"eval_steps": 0}  # nothing to choose on: the last step is kept

@@ -25,7 +25,7 @@ DOCUMENTS = [
 
 def beir_folder(tmp_path: Path, documents=DOCUMENTS) -> Path:
     folder = tmp_path / "beir"
-    folder.mkdir()
+    folder.mkdir(parents=True)
     (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in documents), encoding="utf-8")
     return folder
 
@@ -93,3 +93,33 @@ def test_scifact_splits_near_its_sources_sentence_count():
     sentences = len(records) - 5_183  # each abstract's title is a row of its own
     assert 45_952 * 0.98 <= sentences <= 45_952 * 1.03
     assert len(read_corpus(folder, "document")) == 5_183
+
+
+def test_ict_pairs_each_sentence_with_its_passage(tmp_path):
+    records = read_corpus(beir_folder(tmp_path), "ict")
+    assert records.n_columns == 2
+    first = [row for row, line in zip(records.rows, records.lines, strict=True) if line == 1]
+    assert [s for s, _ in first] == ["Dogs in parks", "The dog runs in the park.", "It plays with a ball.",
+                                     "Dr. Smith watched."]  # fmt: skip
+    for sentence, passage in first:
+        others = [s for s, _ in first if s != sentence]
+        assert all(o in passage for o in others)  # the passage is the rest of the document
+    assert records.rows == read_corpus(beir_folder(tmp_path / "again"), "ict").rows  # the same draw
+    kept = sum(s in p for s, p in read_corpus(scifact_like(tmp_path), "ict").rows)
+    assert 0 < kept < 60  # about 10 % of 400 pairs keep their sentence
+
+
+def scifact_like(tmp_path):
+    words = ["The dog runs.", "A cat sleeps.", "She reads a book.", "They walk home.", "It rains today.",
+             "We eat bread.", "He plays music.", "Birds sing loudly."]  # fmt: skip
+    docs = [
+        {"_id": str(i), "title": "", "text": " ".join(words[(i + j) % 8] for j in range(8))}
+        for i in range(50)
+    ]
+    return beir_folder(tmp_path / "many", docs)
+
+
+def test_ict_needs_documents_of_two_sentences(tmp_path):
+    folder = beir_folder(tmp_path, [{"_id": "a", "text": "One sentence only."}])
+    with pytest.raises(DataError, match=r"corpus\.jsonl:1: no document has two sentences"):
+        read_corpus(folder, "ict")

@@ -20,14 +20,21 @@ def domain(tmp_path):
     rng = random.Random(0)
     folder = tmp_path / "domain"
     (folder / "qrels").mkdir(parents=True)
-    docs = [{"_id": f"d{i}", "title": "", "text": " ".join(rng.sample(SENTENCES, 3))} for i in range(30)]
+    docs = [
+        {
+            "_id": f"d{i}",
+            "title": "",
+            "text": " ".join(s.capitalize() + "." for s in rng.sample(SENTENCES, 3)),
+        }
+        for i in range(30)
+    ]
     queries = [{"_id": f"q{i}", "text": SENTENCES[i % len(SENTENCES)]} for i in range(12)]
     (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
     (folder / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
     for split, rows in (("train", range(0, 6)), ("test", range(6, 12))):
         lines = ["query-id\tcorpus-id\tscore"]
         for q in rows:
-            relevant = [d["_id"] for d in docs if queries[q]["text"] in d["text"]] or ["d0"]
+            relevant = [d["_id"] for d in docs if queries[q]["text"] in d["text"].lower()] or ["d0"]
             lines += [f"q{q}\t{d}\t1" for d in relevant]
         (folder / "qrels" / f"{split}.tsv").write_text("\n".join(lines) + "\n")
     return folder

@@ -7,7 +7,10 @@ The corpus is a BEIR folder (its ``corpus.jsonl``), a BEIR-style ``corpus.jsonl`
 
 * ``document``: each document one row (an objective that takes documents: cropping, ICT; or the encoder's
   first ``max_length`` tokens of it);
-* ``sentence``: each document split into its sentences, every sentence one row (TSDAE, CT, SimCSE …).
+* ``sentence``: each document split into its sentences, every sentence one row (TSDAE, CT, SimCSE …);
+* ``ict``: the Inverse Cloze Task's pairs, each sentence with its document's other sentences as its passage
+  (``ict_pairs``), two columns for a pair objective (``simcse``: the passages of the batch are the
+  negatives).
 
 **Sentence splitting.** nltk's Punkt (Kiss & Strunk, Computational Linguistics 2006), *trained on the corpus
 itself*: Punkt learns a domain's abbreviations, initials and ordinal markers without labels, which is what a
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,7 +38,10 @@ from sentcl.text_files import text_lines
 
 logger = logging.getLogger(__name__)
 
-UNITS = ("none", "sentence", "document")
+UNITS = ("none", "sentence", "document", "ict")
+#: ICT: the share of pairs whose passage still holds the sentence (the paper's 10 %, so that lexical overlap
+#: stays a useful signal)
+ICT_KEEP = 0.1
 #: the characters of the corpus Punkt learns from (its first documents)
 PUNKT_SAMPLE = 20_000_000
 
@@ -101,8 +108,8 @@ def punkt_splitter(texts: list[str]):
 
 
 def read_corpus(path: str | Path, unit: str) -> Records:
-    """The corpus as one-column records of ``unit`` (``sentence`` or ``document``); each row's line is its
-    document's line in the file."""
+    """The corpus as records of ``unit``: one column of ``sentence`` or ``document`` rows, or ``ict``'s
+    two-column (sentence, its passage) rows; each row's line is its document's line in the file."""
     if unit not in UNITS[1:]:
         raise ValueError(f"unit: {unit!r} is not one of {', '.join(UNITS[1:])}")
     source = corpus_file(path)
@@ -118,10 +125,28 @@ def read_corpus(path: str | Path, unit: str) -> Records:
     row_lines: list[int] = []
     for number, document in zip(lines, parts, strict=True):
         *title, text = document  # a title is a row of its own; the text is split into its sentences
-        for sentence in [*title, *splitter.tokenize(text)]:
-            if sentence.strip():
-                rows.append((sentence.strip(),))
-                row_lines.append(number)
-    logger.info("%s: %d documents → %d rows (titles; the texts split by Punkt trained on the corpus)",
-                source, len(parts), len(rows))  # fmt: skip
+        sentences = [s.strip() for s in [*title, *splitter.tokenize(text)] if s.strip()]
+        made = ict_pairs(sentences, number) if unit == "ict" else [(s,) for s in sentences]
+        rows.extend(made)
+        row_lines.extend([number] * len(made))
+    if not rows:  # only ICT can make none: it pairs a sentence with the rest of its document
+        raise DataError(f"{source}:1: no document has two sentences, which ICT pairs")
+    logger.info(
+        "%s: %d documents → %d %s rows (Punkt trained on the corpus)", source, len(parts), len(rows), unit
+    )
     return Records(str(source), rows, row_lines)
+
+
+def ict_pairs(sentences: list[str], seed: int) -> list[tuple[str, str]]:
+    """ICT's (Lee, Chang & Toutanova, ACL 2019) pairs of one document: each sentence against the document's
+    other sentences, the sentence itself left in its passage for ``ICT_KEEP`` of the pairs (drawn with a
+    generator seeded by the document's line, so a corpus always gives the same pairs)."""
+    if len(sentences) < 2:
+        return []
+    rng = random.Random(seed)
+    pairs = []
+    for i, sentence in enumerate(sentences):
+        kept = rng.random() < ICT_KEEP
+        passage = " ".join(s for j, s in enumerate(sentences) if j != i or kept)
+        pairs.append((sentence, passage))
+    return pairs

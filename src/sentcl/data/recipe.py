@@ -40,7 +40,7 @@ class DataConfig:
     wordnet_dir: str = ""
     #: train_file as a domain's corpus (data/corpus.py): "none" (rows as they are), "sentence" (a BEIR
     #: folder, a corpus.jsonl or a one-document-per-line file, split into sentences by Punkt trained on
-    #: it) or "document" (each document one row)
+    #: it), "document" (each document one row) or "ict" (each sentence and its passage, two columns)
     corpus_unit: str = "none"
     #: read train_file as a stream every epoch instead of into memory (files larger than memory;
     #: data/streaming.py): .txt, .csv, .tsv, .jsonl (optionally .gz) and .parquet
@@ -49,8 +49,10 @@ class DataConfig:
     shuffle_buffer: int = 100_000
 
     def validate(self) -> None:
-        if self.corpus_unit not in ("none", "sentence", "document"):
-            raise ConfigError(f"corpus_unit: {self.corpus_unit!r} is not one of none, sentence, document")
+        if self.corpus_unit not in ("none", "sentence", "document", "ict"):
+            raise ConfigError(
+                f"corpus_unit: {self.corpus_unit!r} is not one of none, sentence, document, ict"
+            )
         if self.corpus_unit != "none" and self.streaming:
             raise ConfigError(
                 "corpus_unit: a corpus is read into memory (its sentences are split on reading); set "

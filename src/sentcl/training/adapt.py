@@ -39,6 +39,8 @@ METHODS: dict[str, tuple[dict[str, Any], str, int]] = {
     "simcse": ({"name": "simcse", "temperature": 0.05}, "sentence", 64),
     "contrastive_tension": ({"name": "contrastive_tension"}, "sentence", 64),
     "cropping": ({"name": "cropping"}, "document", 256),
+    # ICT: each sentence against the rest of its document, the batch's passages as negatives
+    "ict": ({"name": "simcse", "temperature": 0.05}, "ict", 256),
 }
 #: the words of each document the choice encodes (the report encodes them whole)
 CHOICE_WORDS = 128
@@ -104,7 +106,9 @@ def recipe(request: AdaptRequest, model_length: int | None = None) -> dict[str, 
     model: dict[str, Any] = {"name_or_path": request.model}
     if request.pooler:
         model["pooler"] = request.pooler
-    data = {"train_file": request.corpus, "corpus_unit": unit, "max_length": max_length, "n_views": 1}
+    data: dict[str, Any] = {"train_file": request.corpus, "corpus_unit": unit, "max_length": max_length}
+    if unit != "ict":  # one column: the objective makes its views (ICT's rows are pairs)
+        data["n_views"] = 1
     return {"model": model, "data": data, "objective": objective, "training": training}
 
 

@@ -92,8 +92,8 @@ class PretrainDataConfig:
     def validate(self) -> None:
         if not self.train_files:
             raise ConfigError("train_files: at least one training file is required")
-        if self.corpus_unit not in UNITS:
-            raise ConfigError(f"corpus_unit: {self.corpus_unit!r} is not one of {', '.join(UNITS)}")
+        if self.corpus_unit not in UNITS[:3]:  # ICT's pairs are for a pair objective, not the MLM
+            raise ConfigError(f"corpus_unit: {self.corpus_unit!r} is not one of {', '.join(UNITS[:3])}")
         if self.max_length < 4:
             raise ConfigError(f"max_length: must be at least 4, got {self.max_length}")
         if self.eval_sentences < 0:

@@ -119,3 +119,20 @@ def test_a_corpus_without_text_is_refused_before_anything_is_written(tmp_path, t
     with pytest.raises(Exception, match=r"corpus\.jsonl:1: the corpus has no documents"):
         adapt(request(tiny_model_dir, empty, tmp_path / "run", choose=None, report=None))
     assert not (tmp_path / "run").exists()
+
+
+def test_a_models_report_is_measured_once(tmp_path, tiny_model_dir, domain, monkeypatch):
+    from sentcl.training import adapt as adapt_module
+
+    monkeypatch.setenv("SENTCL_CACHE", str(tmp_path / "cache"))
+    report = str(domain / "qrels" / "test.tsv")
+    first = adapt_module.report_scores(report, str(tiny_model_dir), "avg")
+    assert len(first["per_query"]["domain_ndcg@10"]) == first["queries"] == 6
+
+    def never(*args, **kwargs):
+        raise AssertionError("measured again")
+
+    monkeypatch.setattr(adapt_module, "build_evaluator", never)
+    assert adapt_module.report_scores(report, str(tiny_model_dir), "avg") == first  # read back
+    with pytest.raises(AssertionError, match="measured again"):  # another pooler is another model
+        adapt_module.report_scores(report, str(tiny_model_dir), "cls_before_pooler")

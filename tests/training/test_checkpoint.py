@@ -11,7 +11,7 @@ import torch
 from safetensors.torch import load_file
 
 from sentcl.training import CheckpointError, recipe_from_dict, train
-from sentcl.training.checkpoint import _sha256, verify_checkpoint
+from sentcl.training.checkpoint import sha256_of, verify_checkpoint
 from sentcl.training.seeds import aggregate_metrics, train_seeds
 from tests.conftest import SENTENCES
 
@@ -162,7 +162,7 @@ def test_a_pickled_payload_in_a_checkpoint_is_refused_and_never_run(
     name = where.split()[-1]
     (checkpoint / name).write_bytes(pickle.dumps(Payload()))
     manifest = json.loads((checkpoint / "manifest.json").read_text())  # an attacker rewrites the manifest too
-    manifest[name] = {"bytes": (checkpoint / name).stat().st_size, "sha256": _sha256(checkpoint / name)}
+    manifest[name] = {"bytes": (checkpoint / name).stat().st_size, "sha256": sha256_of(checkpoint / name)}
     (checkpoint / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(CheckpointError) as error:
         train(recipe_from_dict(recipe_dict(tiny_model_dir, corpus, run, max_steps=10, resume=True)))

@@ -12,6 +12,7 @@ beside it (``adapt.md``, ``adapt.json``) atomically.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from dataclasses import asdict, dataclass, field
@@ -27,7 +28,10 @@ from sentcl.evaluation.local import RetrievalFolderEvaluator
 from sentcl.evaluation.registry import Options
 from sentcl.evaluation.significance import Difference, MeanBootstrap
 from sentcl.evaluation.tasks import build_evaluator
+from sentcl.hub_files import cache_dir
 from sentcl.model.inference import for_inference, load_encoder
+from sentcl.model.int8_gate import model_key
+from sentcl.training.checkpoint import sha256_of
 from sentcl.training.contrastive import train
 from sentcl.training.recipe import recipe_from_dict
 
@@ -44,6 +48,10 @@ METHODS: dict[str, tuple[dict[str, Any], str, int]] = {
 }
 #: the words of each document the choice encodes (the report encodes them whole)
 CHOICE_WORDS = 128
+#: how the report ranks (dense first: its per-query nDCG@10 is what the bootstrap compares)
+REPORT_MODES = ("dense", "hybrid", "bm25")
+#: bump when the report's measurement changes, so cached reports are measured again
+REPORT_PROTOCOL = "fp32-dense-hybrid-bm25-v1"
 
 
 @dataclass
@@ -133,31 +141,50 @@ def adapt(request: AdaptRequest) -> AdaptResult:
     return result
 
 
+def report_scores(report: str, source: str, pooler: str | None) -> dict:
+    """``source`` on the ``report`` judgements (dense, hybrid, BM25): {"metrics", "per_query"}; recorded in
+    the cache by the model's weights and the judgements' bytes, so a start measured once (a study's many runs
+    from one model) is read back, never measured again."""
+    encoder = load_encoder(source, pooler=pooler)
+    qrels = Path(report) if Path(report).is_file() else Path(report) / "qrels" / "test.tsv"
+    key = hashlib.sha256(
+        json.dumps([model_key(encoder, False, "fp32"), sha256_of(qrels), REPORT_PROTOCOL]).encode()
+    ).hexdigest()[:32]
+    path = cache_dir() / "adapt-reports" / f"{key}.json"
+    if path.is_file():
+        return json.loads(path.read_text(encoding="utf-8"))
+    evaluator = build_evaluator(Path(), str(report), Options(retrieval=",".join(REPORT_MODES)))
+    metrics = evaluator(Batched(for_inference(encoder, "fp32"), 64))
+    scores = {"metrics": metrics, "per_query": {k: v.tolist() for k, v in evaluator.per_item().items()},
+              "task": evaluator.names[0], "queries": len(evaluator.sets[0].queries)}  # fmt: skip
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_file(path) as handle:
+        handle.write(json.dumps(scores) + "\n")
+    return scores
+
+
 def before_after(request: AdaptRequest, adapted: Path, pooler: str | None) -> dict:
     """The start and the adapted model on the report's judgements: dense and hybrid nDCG@10 and Recall@100,
     and each difference's 95 % interval from a paired bootstrap over the queries."""
-    evaluator = build_evaluator(Path(), str(request.report), Options(retrieval="dense,hybrid,bm25"))
-    name = evaluator.names[0]
-    rows: dict[str, dict[str, float]] = {}
-    per_query: dict[str, dict[str, np.ndarray]] = {}
-    for label, source in (("start", request.model), ("adapted", str(adapted))):
-        encoder = for_inference(load_encoder(source, pooler=pooler), "fp32")
-        rows[label] = evaluator(Batched(encoder, 64))
-        per_query[label] = evaluator.per_item()
-    bootstrap = MeanBootstrap(len(evaluator.sets[0].queries))
-    differences = {}
-    for mode in ("", "hybrid_"):
-        key = f"{name}_{mode}ndcg@10"
-        for label in ("start", "adapted"):
-            bootstrap.add(f"{label}:{key}", per_query[label][key])
-        differences[key] = asdict(bootstrap.compare(f"adapted:{key}", f"start:{key}"))
-    bm25 = f"{name}_bm25_ndcg@10"
-    bootstrap.add(bm25, per_query["start"][bm25])
-    versus_bm25 = bootstrap.compare(f"adapted:{name}_ndcg@10", bm25)
-    differences["adapted_vs_bm25"] = asdict(versus_bm25)
+    assert request.report is not None
+    scores = {label: report_scores(request.report, source, pooler)
+              for label, source in (("start", request.model), ("adapted", str(adapted)))}  # fmt: skip
+    name, queries = scores["start"]["task"], scores["start"]["queries"]
+    bootstrap = MeanBootstrap(queries)
+    for label, scored in scores.items():
+        for key, values in scored["per_query"].items():
+            bootstrap.add(f"{label}:{key}", np.asarray(values))
+    differences = {
+        key: asdict(bootstrap.compare(f"adapted:{key}", f"start:{key}"))
+        for key in (f"{name}_ndcg@10", f"{name}_hybrid_ndcg@10")
+    }
+    differences["adapted_vs_bm25"] = asdict(
+        bootstrap.compare(f"adapted:{name}_ndcg@10", f"start:{name}_bm25_ndcg@10")
+    )
     return {
-        "task": name, "queries": len(evaluator.sets[0].queries), "qrels": str(request.report),
-        "method": request.method, "model": request.model, "metrics": rows, "differences": differences,
+        "task": name, "queries": queries, "qrels": str(request.report), "method": request.method,
+        "model": request.model, "metrics": {label: s["metrics"] for label, s in scores.items()},
+        "per_query": {label: s["per_query"] for label, s in scores.items()}, "differences": differences,
     }  # fmt: skip
 
 

@@ -69,7 +69,7 @@ class LoopState:
     autocast: str | None = None
 
 
-def _sha256(path: Path) -> str:
+def sha256_of(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
@@ -164,7 +164,7 @@ def save_checkpoint(
             (tmp / f"{name}.json").write_text(json.dumps(extra), encoding="utf-8")
         (tmp / "state.json").write_text(json.dumps(asdict(state), indent=2), encoding="utf-8")
         manifest = {
-            name: {"bytes": (tmp / name).stat().st_size, "sha256": _sha256(tmp / name)} for name in FILES
+            name: {"bytes": (tmp / name).stat().st_size, "sha256": sha256_of(tmp / name)} for name in FILES
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
     return Path(folder)
@@ -196,7 +196,7 @@ def verify_checkpoint(folder: str | Path) -> dict:
         size, expected = path.stat().st_size, manifest[name]["bytes"]
         if size != expected:
             raise CheckpointError(f"{path}: truncated ({size} bytes; the manifest says {expected})")
-        if _sha256(path) != manifest[name]["sha256"]:
+        if sha256_of(path) != manifest[name]["sha256"]:
             raise CheckpointError(f"{path}: corrupt (sha256 differs from the manifest)")
     return manifest
 

@@ -25,7 +25,7 @@ CHROMIUM := /usr/bin/chromium
 WORDNET  := /usr/share/wordnet/data.noun
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test test-min lint unit setup clean bench reproduce
+.PHONY: demo test test-min lint unit setup clean bench reproduce domain-study
 
 setup: $(STAMP)
 
@@ -101,6 +101,11 @@ $(PEERS): benchmarks/peers/requirements.lock
 # The seeds' findings at CPU scale (docs/reproduction.md): makes two MLM encoders, then measures baselines,
 # post-processing and every method under one protocol (a search, 3 seeds); stages are cached in runs/reproduce,
 # so a re-run only redoes what changed.
+# the domain study (docs/domain.md): every adaptation method on SciFact, chosen on train, reported on test;
+# resumable (each run is a sentcl adapt folder under runs/domain-study)
+domain-study: $(STAMP)
+	$(BIN)/python -m sentcl_reproduction.domain_study configs/domain/study.yaml
+
 reproduce: $(STAMP) runs/data/ease_redocred.tsv
 	$(BIN)/sentcl reproduce configs/reproduce/cpu.yaml
 

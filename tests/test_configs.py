@@ -37,6 +37,25 @@ def test_recipe_loads(path, monkeypatch):
                     settings = {**plan.budget, **overrides, **candidate, "training.seed": plan.seeds[0]}
                     load_recipe(method.recipe, as_overrides(settings))
         return
+    if path.name == "study.yaml":  # the domain study's plan: every recipe it runs must load
+        from sentcl.training.adapt import AdaptRequest, recipe
+        from sentcl.training.recipe import recipe_from_dict
+        from sentcl_reproduction.domain_study import Plan
+
+        plan = Plan.load(path)
+        for start in plan.starts.values():
+            if "pretrain" in start:
+                load_pretrain_recipe(start["pretrain"])
+        for name, spec in plan.methods.items():
+            if "pretrain" in spec:
+                load_pretrain_recipe(spec["pretrain"])
+            for lr in plan.learning_rates:
+                request = AdaptRequest("a-model", plan.corpus, "out", spec.get("method", name),
+                                       learning_rate=lr, choose=plan.choose, report=plan.report_qrels,
+                                       **plan.settings)  # fmt: skip
+                request.check()
+                recipe_from_dict(recipe(request))
+        return
     (load_pretrain_recipe if path.parent.name == "pretrain" else load_recipe)(path)
 
 

@@ -1,0 +1,208 @@
+"""The domain study (issue 57): does adapting an encoder to a domain's unlabelled text help that domain's
+search, and which method? One plan (``configs/domain/study.yaml``), one command (``make domain-study``):
+
+    python -m sentcl_reproduction.domain_study configs/domain/study.yaml
+
+For each start (a model, or one made by a ``sentcl pretrain`` recipe) and each method (``sentcl adapt``'s,
+optionally after masked-LM continued pre-training on the domain: the GPL paper's two-stage order), the same
+search budget: every learning rate of ``learning_rates`` trained with the first seed, the checkpoint and the
+rate chosen on the ``choose`` judgements (step 0, the start, is a candidate); the chosen rate trained with the
+other seeds. The report reads only the ``report`` judgements: nDCG@10 and Recall@100 (mean ± std over the
+seeds), the difference with the start and with BM25 and its 95 % interval from a paired bootstrap over the
+queries (each replicate draws the queries and the seeds again), and a verdict — "holds", "fails" (the
+interval excludes 0 the other way) or "not distinguishable". Every run is a ``sentcl adapt`` run folder:
+one already reported is read back, one interrupted resumes from its checkpoint, so the study resumes after
+any interruption; the report is written again at the end of every run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sentcl.config import expand_path, load_yaml
+from sentcl.evaluation.significance import Difference, MeanBootstrap
+from sentcl.training.adapt import METHODS, AdaptRequest, adapt
+from sentcl.training.kinds import load_run_recipe, replace_training, run
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Plan:
+    output_dir: Path
+    report: Path
+    corpus: str
+    choose: str
+    report_qrels: str
+    starts: dict[str, dict[str, Any]]
+    methods: dict[str, dict[str, Any]]
+    learning_rates: list[float]
+    seeds: list[int]
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Plan:
+        raw = load_yaml(Path(path))
+        paths = {k: expand_path(str(raw[k]), k) for k in ("corpus", "choose", "report_qrels")}
+        methods = {name: (spec or {}) for name, spec in raw["methods"].items()}
+        for name, spec in methods.items():
+            method = spec.get("method", name)
+            if method not in METHODS:
+                raise ValueError(f"methods.{name}: {method!r} is not one of {', '.join(METHODS)}")
+        return cls(Path(raw["output_dir"]), Path(raw["report"]), paths["corpus"], paths["choose"],
+                   paths["report_qrels"], raw["starts"], methods, [float(x) for x in raw["learning_rates"]],
+                   [int(s) for s in raw["seeds"]], raw.get("settings", {}))  # fmt: skip
+
+
+def pretrained(recipe: str, output: Path, model: str | None = None) -> str:
+    """The model a ``sentcl pretrain`` recipe makes (from ``model`` where given), made once, in ``output``."""
+    if (output / "summary.json").is_file():
+        return str(output / "model")
+    overrides = [f"model.name_or_path={model}"] if model else []
+    config = load_run_recipe("pretrain", recipe, overrides)
+    resume = (output / "checkpoint").is_dir()
+    config = replace_training(config, output_dir=str(output), resume=resume, overwrite_output_dir=not resume)
+    run("pretrain", config)
+    return str(output / "model")
+
+
+def start_model(plan: Plan, name: str) -> str:
+    spec = plan.starts[name]
+    if "pretrain" in spec:
+        return pretrained(spec["pretrain"], plan.output_dir / "starts" / name)
+    return str(spec["model"])
+
+
+def adapted(plan: Plan, start: str, method: str, lr: float, seed: int) -> dict:
+    """One run's report (adapt.json), trained now or read back; an interrupted run resumes."""
+    spec = plan.methods[method]
+    folder = plan.output_dir / start / method / f"lr-{lr:g}" / f"seed-{seed}"
+    if (folder / "adapt.json").is_file():
+        return json.loads((folder / "adapt.json").read_text(encoding="utf-8"))
+    model = start_model(plan, start)
+    if "pretrain" in spec:  # the two-stage order: masked-LM on the domain first, from this start
+        model = pretrained(spec["pretrain"], plan.output_dir / start / method / "pretrained", model)
+    resume = (folder / "checkpoint").is_dir()
+    if folder.exists() and not resume:
+        shutil.rmtree(folder)  # a run that died before its first checkpoint: the study's own folder
+    request = AdaptRequest(
+        model, plan.corpus, str(folder), spec.get("method", method), learning_rate=lr, seed=seed,
+        choose=plan.choose, report=plan.report_qrels, resume=resume, **plan.settings,
+    )  # fmt: skip
+    adapt(request)
+    return json.loads((folder / "adapt.json").read_text(encoding="utf-8"))
+
+
+def chosen_on_train(plan: Plan, start: str, method: str) -> float:
+    """The learning rate whose first-seed run scored best on the choice judgements (its kept step's)."""
+    scores = {}
+    for lr in plan.learning_rates:
+        adapted(plan, start, method, lr, plan.seeds[0])
+        summary = json.loads((plan.output_dir / start / method / f"lr-{lr:g}" / f"seed-{plan.seeds[0]}" /
+                              "summary.json").read_text(encoding="utf-8"))  # fmt: skip
+        scores[lr] = summary["best_metrics"][summary["primary_metric"]]
+    return max(scores, key=lambda lr: scores[lr])
+
+
+@dataclass
+class Row:
+    start: str
+    method: str
+    lr: float
+    ndcg: list[float]  # per seed
+    recall: list[float]
+    versus_start: Difference
+    versus_bm25: Difference
+
+
+def rows_of(plan: Plan, start: str, method: str) -> tuple[Row, dict]:
+    lr = chosen_on_train(plan, start, method)
+    reports = [adapted(plan, start, method, lr, seed) for seed in plan.seeds]
+    name = reports[0]["task"]
+    key = f"{name}_ndcg@10"
+    bootstrap = MeanBootstrap(reports[0]["queries"])
+    bootstrap.add("adapted", np.array([r["per_query"]["adapted"][key] for r in reports]))
+    bootstrap.add("start", np.array(reports[0]["per_query"]["start"][key]))
+    bootstrap.add("bm25", np.array(reports[0]["per_query"]["start"][f"{name}_bm25_ndcg@10"]))
+    row = Row(
+        start, method, lr, [r["metrics"]["adapted"][key] for r in reports],
+        [r["metrics"]["adapted"][f"{name}_recall@100"] for r in reports],
+        bootstrap.compare("adapted", "start"), bootstrap.compare("adapted", "bm25"),
+    )  # fmt: skip
+    return row, reports[0]
+
+
+def verdict(difference: Difference) -> str:
+    if not difference.distinguishable:
+        return "not distinguishable"
+    return "holds" if difference.delta > 0 else "fails"
+
+
+def write_report(plan: Plan, rows: list[Row], starts: dict[str, dict]) -> None:
+    lines = [
+        "# The domain study: SciFact", "",
+        f"Generated by `make domain-study` (src/sentcl_reproduction/domain_study.py) from the runs in "
+        f"`{plan.output_dir}`; every number below was measured by it.", "",
+    ]  # fmt: skip
+    for start, first in starts.items():
+        lines += start_section(start, first)
+        for row in (r for r in rows if r.start == start):
+            spread = np.std(row.ndcg, ddof=1) if len(row.ndcg) > 1 else 0.0
+            cells = [
+                row.method,
+                f"{row.lr:g}",
+                f"{np.mean(row.ndcg):.2f} ± {spread:.2f}",
+                f"{np.mean(row.recall):.2f}",
+                str(row.versus_start),
+                verdict(row.versus_start),
+                str(row.versus_bm25),
+                verdict(row.versus_bm25),
+            ]
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+    plan.report.parent.mkdir(parents=True, exist_ok=True)
+    plan.report.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def start_section(start: str, first: dict) -> list[str]:
+    name, metrics = first["task"], first["metrics"]["start"]
+    ndcg, recall = metrics[f"{name}_ndcg@10"], metrics[f"{name}_recall@100"]
+    bm25, hybrid = metrics[f"{name}_bm25_ndcg@10"], metrics[f"{name}_hybrid_ndcg@10"]
+    head = ["method", "lr (chosen on train)", "nDCG@10", "Recall@100", "− start [95 %]", "verdict"]
+    head += ["− BM25 [95 %]", "verdict"]
+    return [
+        f"## From {start}", "",
+        f"The start: nDCG@10 {ndcg:.2f}, Recall@100 {recall:.2f}; BM25 {bm25:.2f}; the start's hybrid "
+        f"{hybrid:.2f} ({first['queries']} test queries).", "",
+        "| " + " | ".join(head) + " |", "|" + "---|" * len(head),
+    ]  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("plan", help="e.g. configs/domain/study.yaml")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    plan = Plan.load(args.plan)
+    rows: list[Row] = []
+    firsts: dict[str, dict] = {}
+    for start in plan.starts:
+        for method in plan.methods:
+            row, first = rows_of(plan, start, method)
+            rows.append(row)
+            firsts.setdefault(start, first)
+            write_report(plan, rows, firsts)
+    print(plan.report.read_text(encoding="utf-8"))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

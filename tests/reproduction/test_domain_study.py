@@ -1,0 +1,40 @@
+"""The domain study on a tiny domain: each method searched on the choice judgements, its seeds reported on
+the others with paired intervals; a second run reads every run back and trains nothing."""
+
+import json
+
+import yaml
+
+from sentcl_reproduction import domain_study
+
+from ..training.test_adapt import domain as domain  # the tiny BEIR folder fixture
+
+
+def test_a_tiny_study_reports_and_resumes(tmp_path, tiny_model_dir, domain, monkeypatch):
+    monkeypatch.setenv("SENTCL_CACHE", str(tmp_path / "cache"))
+    plan = {
+        "output_dir": str(tmp_path / "study"), "report": str(tmp_path / "domain_study.md"),
+        "corpus": str(domain), "choose": str(domain / "qrels" / "train.tsv"),
+        "report_qrels": str(domain / "qrels" / "test.tsv"),
+        "starts": {"tiny": {"model": str(tiny_model_dir)}},
+        "methods": {"tsdae": {}, "in-batch CT": {"method": "contrastive_tension"}},
+        "learning_rates": [1e-3, 1e-4], "seeds": [1, 2],
+        "settings": {"steps": 2, "eval_steps": 1, "batch_size": 4, "pooler": "avg"},
+    }  # fmt: skip
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(plan))
+    assert domain_study.main([str(path)]) == 0
+    report = (tmp_path / "domain_study.md").read_text()
+    assert "## From tiny" in report and "| tsdae |" in report and "| in-batch CT |" in report
+    runs = sorted(p.parent.relative_to(tmp_path / "study") for p in (tmp_path / "study").rglob("adapt.json"))
+    # each method: both rates with the first seed, then the chosen rate with the second
+    assert len(runs) == 2 * 3 and all(str(r).count("/") == 3 for r in runs)
+    first = json.loads(next((tmp_path / "study").rglob("adapt.json")).read_text())
+    assert len(first["per_query"]["adapted"]["domain_ndcg@10"]) == 6
+
+    def never(request):
+        raise AssertionError(f"trained again: {request.output}")
+
+    monkeypatch.setattr(domain_study, "adapt", never)
+    assert domain_study.main([str(path)]) == 0  # every run read back
+    assert (tmp_path / "domain_study.md").read_text() == report

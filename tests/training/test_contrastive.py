@@ -574,3 +574,25 @@ def test_a_max_length_beyond_the_models_positions_is_refused_before_training(
     with pytest.raises(ConfigError, match=r"data\.max_length: 200 is beyond the model's 64 positions"):
         train(config)
     assert not (tmp_path / "run").exists()
+
+
+def test_evaluations_in_the_runs_eval_dtype_and_the_encoder_back_in_fp32(
+    tmp_path, tiny_model_dir, wiki_file, stsb_data_dir, monkeypatch
+):
+    from sentcl.model import SentenceEncoder
+
+    seen = []
+    real = SentenceEncoder.encode
+
+    def spy(self, *args, **kwargs):
+        seen.append(self.inference_autocast)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(SentenceEncoder, "encode", spy)
+    result = train(recipe(tiny_model_dir, wiki_file, tmp_path / "run", stsb_data_dir, eval_dtype="bf16",
+                          max_steps=2, eval_steps=2))  # fmt: skip
+    assert seen and all(dtype is torch.bfloat16 for dtype in seen)
+    assert result.best_metrics is not None
+    assert SentenceEncoder.load(str(tmp_path / "run")).inference_autocast is None
+    with pytest.raises(ConfigError, match=r"training\.eval_dtype: 'int8' is not one of fp32, bf16, auto"):
+        recipe(tiny_model_dir, wiki_file, tmp_path / "x", stsb_data_dir, eval_dtype="int8")

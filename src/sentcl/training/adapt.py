@@ -108,6 +108,7 @@ def recipe(request: AdaptRequest, model_length: int | None = None) -> dict[str, 
             "eval_task": str(request.choose), "eval_steps": request.eval_steps, "eval_at_start": True,
             # the start is a candidate: where no step beats it on the user's judgements, model/ is the start
             "start_is_candidate": True, "eval_options": {"document_words": CHOICE_WORDS},
+            "eval_dtype": "auto",  # the choice in bf16 where it is native (the report encodes in fp32)
         }  # fmt: skip
     else:
         training |= {"eval_steps": 0}  # nothing to choose on: the last step is kept

@@ -126,7 +126,7 @@ def _train(config: TrainConfig, start, also_measure) -> TrainResult:
         child = ChildTuning(loop.child_tuning, encoder.backbone, loop.seed, optimized=objective)
     evaluation = Evaluation(
         encoder, objective, device, output_dir, loop.start_is_candidate, evaluator, chooser, held, probe,
-        also_measure,
+        also_measure, loop.eval_dtype,
     )  # fmt: skip
     steps = Steps(
         objective=objective,
@@ -206,6 +206,7 @@ class Evaluation:
     held: HeldOutProbe | None
     probe: AlignUniformProbe | None
     also_measure: Callable[[CachedEmbedder], dict] | None
+    eval_dtype: str = "fp32"
 
     def __call__(self, step: int) -> dict:
         with finite_evaluation(step):
@@ -213,7 +214,11 @@ class Evaluation:
 
     def measure(self, step: int) -> dict:
         embedder = CachedEmbedder(self.encoder)  # STS and geometry share one encoding of each sentence
-        metrics = self.evaluator(embedder) if self.evaluator is not None else {}
+        self.encoder.with_dtype(self.eval_dtype)  # training.eval_dtype; back to fp32 below
+        try:
+            metrics = self.evaluator(embedder) if self.evaluator is not None else {}
+        finally:
+            self.encoder.with_dtype("fp32")
         if self.held is not None:
             metrics |= self.held(self.objective, self.encoder, self.device)
         chooser = self.chooser

@@ -103,6 +103,10 @@ class LoopConfig(RunConfig):
     start_is_candidate: bool = False
     #: at each evaluation also log ℓ_align, ℓ_uniform and the spectrum summary on STS-B dev
     log_geometry: bool = True
+    #: the precision the evaluations inside the run encode in (sentcl/precision.py): fp32 (the default: a
+    #: choice that does not depend on the machine), bf16, or auto (bf16 where native). A choice on a large
+    #: retrieval corpus costs an encoding of it per evaluation; bf16 makes it several times cheaper
+    eval_dtype: str = "fp32"
     #: what chooses ``model/`` among the evaluated steps (selection.py): stsb-dev, the STS metric of eval_task
     #: (SimCSE's policy); align_uniform or loss, label-free, on ``select_holdout`` held-out training examples
     select_by: Literal["stsb-dev", "align_uniform", "loss"] = "stsb-dev"
@@ -116,6 +120,7 @@ class LoopConfig(RunConfig):
 
     def validate(self) -> None:
         super().validate()
+        self.eval_dtype = precision.canonical(self.eval_dtype, "eval_dtype", precision.TRAINING)
         if self.gradcache_chunk < 0:
             raise ConfigError(f"gradcache_chunk: must not be negative, got {self.gradcache_chunk}")
         if self.start_is_candidate and not (self.eval_at_start and self.eval_steps > 0):

@@ -9,7 +9,7 @@ import pytest
 
 from sentcl.cli.main import main
 from sentcl.config import ConfigError
-from sentcl.training.adapt import AdaptRequest, adapt, recipe
+from sentcl.training.adapt import METHODS, AdaptRequest, adapt, recipe
 
 from ..conftest import SENTENCES
 
@@ -85,6 +85,13 @@ def test_the_command_and_its_documents(tmp_path, tiny_model_dir, domain, capsys)
         recipe(request(tiny_model_dir, domain, tmp_path, method="cropping"))["data"]["corpus_unit"]
         == "document"
     )
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+def test_every_method_trains_from_its_recipe(tmp_path, tiny_model_dir, domain, method):
+    result = adapt(request(tiny_model_dir, domain, tmp_path / "run", method=method, choose=None, report=None,
+                           steps=1))  # fmt: skip
+    assert result.steps == 1 and (tmp_path / "run" / "model").is_dir()
 
 
 @pytest.mark.parametrize(

@@ -37,14 +37,16 @@ from sentcl.training.recipe import recipe_from_dict
 
 logger = logging.getLogger(__name__)
 
-#: method → (its objective section, the corpus unit it trains on, its data.max_length)
-METHODS: dict[str, tuple[dict[str, Any], str, int]] = {
-    "tsdae": ({"name": "tsdae", "deletion": 0.6}, "sentence", 64),
-    "simcse": ({"name": "simcse", "temperature": 0.05}, "sentence", 64),
-    "contrastive_tension": ({"name": "contrastive_tension"}, "sentence", 64),
-    "cropping": ({"name": "cropping"}, "document", 256),
+#: method → (its objective section, the corpus unit it trains on, its data.max_length, its views per row:
+#: 1 where the objective makes its own from one, None for the data's default: SimCSE's two dropout copies of
+#: a sentence, ICT's two columns)
+METHODS: dict[str, tuple[dict[str, Any], str, int, int | None]] = {
+    "tsdae": ({"name": "tsdae", "deletion": 0.6}, "sentence", 64, 1),
+    "simcse": ({"name": "simcse", "temperature": 0.05}, "sentence", 64, None),
+    "contrastive_tension": ({"name": "contrastive_tension"}, "sentence", 64, 1),
+    "cropping": ({"name": "cropping"}, "document", 256, 1),
     # ICT: each sentence against the rest of its document, the batch's passages as negatives
-    "ict": ({"name": "simcse", "temperature": 0.05}, "ict", 256),
+    "ict": ({"name": "simcse", "temperature": 0.05}, "ict", 256, None),
 }
 #: the words of each document the choice encodes (the report encodes them whole)
 CHOICE_WORDS = 128
@@ -95,7 +97,7 @@ class AdaptResult:
 
 def recipe(request: AdaptRequest, model_length: int | None = None) -> dict[str, Any]:
     """The ``sentcl train`` recipe ``request`` runs (its length cut at the model's, ``model_length``)."""
-    objective, unit, max_length = METHODS[request.method]
+    objective, unit, max_length, views = METHODS[request.method]
     max_length = min(max_length, model_length or max_length)
     training: dict[str, Any] = {
         "output_dir": request.output, "batch_size": request.batch_size,
@@ -116,8 +118,8 @@ def recipe(request: AdaptRequest, model_length: int | None = None) -> dict[str, 
     if request.pooler:
         model["pooler"] = request.pooler
     data: dict[str, Any] = {"train_file": request.corpus, "corpus_unit": unit, "max_length": max_length}
-    if unit != "ict":  # one column: the objective makes its views (ICT's rows are pairs)
-        data["n_views"] = 1
+    if views is not None:
+        data["n_views"] = views
     return {"model": model, "data": data, "objective": objective, "training": training}
 
 

@@ -143,3 +143,20 @@ def test_a_models_report_is_measured_once(tmp_path, tiny_model_dir, domain, monk
     assert adapt_module.report_scores(report, str(tiny_model_dir), "avg") == first  # read back
     with pytest.raises(AssertionError, match="measured again"):  # another pooler is another model
         adapt_module.report_scores(report, str(tiny_model_dir), "cls_before_pooler")
+
+
+def test_an_interrupted_adapt_resumes_to_the_same_model(tmp_path, tiny_model_dir, domain, monkeypatch):
+    import torch
+
+    from sentcl.model import SentenceEncoder
+
+    from .crash import crash_after_a_checkpoint
+
+    changes = dict(method="tsdae", choose=None, report=None, steps=4, eval_steps=2)
+    adapt(request(tiny_model_dir, domain, tmp_path / "straight", **changes))
+    with crash_after_a_checkpoint(monkeypatch):
+        adapt(request(tiny_model_dir, domain, tmp_path / "half", **changes))
+    adapt(request(tiny_model_dir, domain, tmp_path / "half", resume=True, **changes))
+    a = SentenceEncoder.load(str(tmp_path / "straight" / "model")).state_dict()
+    b = SentenceEncoder.load(str(tmp_path / "half" / "model")).state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

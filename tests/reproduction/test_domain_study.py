@@ -38,3 +38,21 @@ def test_a_tiny_study_reports_and_resumes(tmp_path, tiny_model_dir, domain, monk
     monkeypatch.setattr(domain_study, "adapt", never)
     assert domain_study.main([str(path)]) == 0  # every run read back
     assert (tmp_path / "domain_study.md").read_text() == report
+
+
+def test_a_start_made_by_a_pretrain_recipe_is_made_once(tmp_path, tiny_model_dir, domain, monkeypatch):
+    from ..training.test_pretrain import write_recipe
+
+    recipe = write_recipe(tmp_path, {"name_or_path": str(tiny_model_dir)}, domain, tmp_path / "unused")
+    raw = json.loads(recipe.read_text())
+    raw["data"] |= {"corpus_unit": "sentence", "eval_sentences": 4}
+    raw["training"] |= {"max_steps": 2, "eval_steps": 0}
+    recipe.write_text(json.dumps(raw))
+    made = domain_study.pretrained(str(recipe), tmp_path / "made")
+    assert (tmp_path / "made" / "summary.json").is_file() and made == str(tmp_path / "made" / "model")
+
+    def never(*args):
+        raise AssertionError("pre-trained again")
+
+    monkeypatch.setattr(domain_study, "run", never)
+    assert domain_study.pretrained(str(recipe), tmp_path / "made") == made

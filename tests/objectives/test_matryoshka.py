@@ -95,10 +95,12 @@ def test_no_objective_of_the_registry_accepts_the_key_and_ignores_it(tiny_model_
         assert with_prefixes.loss.item() != pytest.approx(without.loss.item(), rel=1e-4)
         accepted.append(name)
     assert set(accepted) == {
-        "simcse", "nt_xent", "align_uniform", "dclr", "vascl", "debiased_simcse", "cosent", "angle"
+        "simcse", "nt_xent", "align_uniform", "dclr", "vascl", "debiased_simcse", "cosent", "angle",
+        "cropping",
     }  # fmt: skip
     assert set(refused) == {
-        "moco", "tacl", "sg_opt", "ease", "cline", "masked_lm", "distillation", "esimcse", "promptbert"
+        "moco", "tacl", "sg_opt", "ease", "cline", "masked_lm", "distillation", "esimcse", "promptbert",
+        "tsdae", "contrastive_tension",
     }  # fmt: skip
     with pytest.raises(ConfigError, match=r"VaSCL \(variant: reference\) maps the full embedding"):
         from sentcl.objectives import VaSCL, VaSCLConfig

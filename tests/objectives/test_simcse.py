@@ -96,13 +96,20 @@ def test_rejects_wrong_view_count():
 
 
 def test_every_contrastive_objective_shares_one_temperature_key_and_check():
+    from dataclasses import fields
+
     from sentcl.config import ConfigError, from_dict
     from sentcl.objectives import REGISTRY
     from sentcl.objectives.base import ContrastiveConfig
+    from sentcl.objectives.contrastive_tension import ContrastiveTensionConfig
     from sentcl.objectives.masked_lm import MaskedLMConfig
+    from sentcl.objectives.tsdae import TSDAEConfig
 
+    # no τ: masked-LM and TSDAE compare no vectors (token cross-entropies); CT learns its scale
+    without = (MaskedLMConfig, TSDAEConfig, ContrastiveTensionConfig)
     for name, (_, config_class) in REGISTRY.items():
-        if config_class is MaskedLMConfig:  # masked-LM pre-training compares no vectors: no temperature
+        if config_class in without:
+            assert "temperature" not in {f.name for f in fields(config_class)}, name
             continue
         assert issubclass(config_class, ContrastiveConfig), name
         with pytest.raises(ConfigError, match=r"objective\.temperature: must be positive"):

@@ -79,15 +79,15 @@ def test_hybrid_search_matches_the_index(served):
 
     index = SentenceIndex.load(served.index_dir)
     query = "the dog runs on the street"
-    body = httpx.post(f"{served.url}/search", json={"query": query, "top_k": 4, "hybrid": True}).json()
+    body = httpx.post(f"{served.url}/search/hybrid", json={"query": query, "top_k": 4}).json()
     vectors = served.encoder.encode([query])
     expected = index.hybrid_search(vectors, [query], top_k=4)[0]
     assert [h["id"] for h in body["results"][0]] == [h.id for h in expected]
     np.testing.assert_allclose(
         [h["score"] for h in body["results"][0]], [h.score for h in expected], atol=1e-9
     )
-    both = httpx.post(f"{served.url}/search", json={"query": query, "hybrid": True, "threshold": 0.5})
-    assert both.status_code == 422 and "fused ranks" in both.text
+    both = httpx.post(f"{served.url}/search/hybrid", json={"query": query, "threshold": 0.5})
+    assert both.status_code == 422 and "threshold" in both.text  # fused ranks take no cosine threshold
 
 
 BAD = [
@@ -352,5 +352,5 @@ def test_the_queued_paths_are_the_model_endpoints_of_the_route_table():
         MODEL_PATHS
         == {e.path for e in ENDPOINTS if e.queued}
         == posts
-        == {"/v1/embeddings", "/similarity", "/search"}
+        == {"/v1/embeddings", "/similarity", "/search", "/search/hybrid"}
     )

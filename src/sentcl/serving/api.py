@@ -132,10 +132,13 @@ def request_models(
         query=(texts("query"), ...),
         top_k=(json_int(1, max_top_k), 5),
         threshold=(Annotated[float, Field(ge=-1.0, le=1.0)] | None, None),
-        # hybrid search: the index's ranking fused with BM25's over its texts (scores: fused ranks)
-        hybrid=(bool, False),
     )
-    return {"embeddings": embeddings, "similarity": similarity, "search": search}
+    # hybrid search: the index's ranking fused with BM25's over its texts; its scores are fused ranks, so it
+    # takes no cosine threshold
+    hybrid = create_model(
+        "HybridSearchRequest", __base__=Strict, query=(texts("query"), ...), top_k=(json_int(1, max_top_k), 5)
+    )
+    return {"embeddings": embeddings, "similarity": similarity, "search": search, "hybrid_search": hybrid}
 
 
 class ErrorDetail(BaseModel):

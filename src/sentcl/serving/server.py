@@ -259,20 +259,25 @@ async def similarity(body, request: Request) -> Response:
 
 
 async def search(body, request: Request) -> Response:
+    return await _search(body, request, hybrid=False)
+
+
+async def hybrid_search(body, request: Request) -> Response:
+    return await _search(body, request, hybrid=True)
+
+
+async def _search(body, request: Request, hybrid: bool) -> Response:
+    """The index's nearest texts of each query: by cosine, or (``hybrid``) fused with BM25's by rank."""
     service = _service(request)
     index = service.index
     if index is None:
         raise APIError(409, "no index is loaded: start the server with --index DIR", "query")
     queries = _as_list(body.query)
-    if body.hybrid and body.threshold is not None:
-        raise APIError(
-            422, "threshold is a cosine; hybrid search ranks by fused ranks: send one of them", "hybrid"
-        )
 
     def work(cost: int) -> bytes:
         service.check_tokens(queries, "query")
         query_vectors = service.embed(queries, prompt=service.prompts.get(QUERY, ""), cost=cost)
-        if body.hybrid:
+        if hybrid:
             hits = index.hybrid_search(query_vectors, queries, top_k=body.top_k)
         else:
             hits = index.search(query_vectors, top_k=body.top_k, threshold=body.threshold)
@@ -311,6 +316,9 @@ ENDPOINTS = (
     Endpoint("/v1/embeddings", embeddings, "POST", EmbeddingsResponse, MODEL_RESPONSES, "embeddings", True),
     Endpoint("/similarity", similarity, "POST", SimilarityResponse, MODEL_RESPONSES, "similarity", True),
     Endpoint("/search", search, "POST", SearchResponse, SEARCH_RESPONSES, "search", True),
+    Endpoint(
+        "/search/hybrid", hybrid_search, "POST", SearchResponse, SEARCH_RESPONSES, "hybrid_search", True
+    ),
     Endpoint("/", home, "GET", None, PAGE_RESPONSES, response_class=HTMLResponse),
 )
 

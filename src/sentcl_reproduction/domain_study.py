@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from sentcl.analysis.plots import plot_method_bars
 from sentcl.config import expand_path, load_yaml
 from sentcl.evaluation.significance import Difference, MeanBootstrap
 from sentcl.training.adapt import METHODS, AdaptRequest, adapt
@@ -154,6 +155,8 @@ def write_report(plan: Plan, rows: list[Row], starts: dict[str, dict]) -> None:
     ]  # fmt: skip
     for start, first in starts.items():
         lines += start_section(start, first)
+        figure = plot_start(plan, start, first, [r for r in rows if r.start == start])
+        lines += [f"![test nDCG@10 from {start}]({figure.relative_to(plan.report.parent)})", ""]
         for row in (r for r in rows if r.start == start):
             spread = np.std(row.ndcg, ddof=1) if len(row.ndcg) > 1 else 0.0
             cells = [
@@ -170,6 +173,17 @@ def write_report(plan: Plan, rows: list[Row], starts: dict[str, dict]) -> None:
         lines.append("")
     plan.report.parent.mkdir(parents=True, exist_ok=True)
     plan.report.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def plot_start(plan: Plan, start: str, first: dict, rows: list[Row]) -> Path:
+    """Each method's test nDCG@10 (mean, std over seeds) against the start, BM25 and the start's hybrid."""
+    name, metrics = first["task"], first["metrics"]["start"]
+    references = {"start": metrics[f"{name}_ndcg@10"], "BM25": metrics[f"{name}_bm25_ndcg@10"],
+                  "start's hybrid": metrics[f"{name}_hybrid_ndcg@10"]}  # fmt: skip
+    bars = [(r.method, float(np.mean(r.ndcg)), float(np.std(r.ndcg, ddof=1)) if len(r.ndcg) > 1 else 0.0)
+            for r in rows]  # fmt: skip
+    return plot_method_bars(bars, references, plan.report.parent / "images" / f"domain_{start}.png",
+                            "test nDCG@10", f"{name}: adapted from {start}")  # fmt: skip
 
 
 def start_section(start: str, first: dict) -> list[str]:

@@ -26,6 +26,8 @@ def test_a_tiny_study_reports_and_resumes(tmp_path, tiny_model_dir, domain, monk
     assert domain_study.main([str(path)]) == 0
     report = (tmp_path / "domain_study.md").read_text()
     assert "## From tiny" in report and "| tsdae |" in report and "| in-batch CT |" in report
+    assert "![test nDCG@10 from tiny](images/domain_tiny.png)" in report
+    assert (tmp_path / "images" / "domain_tiny.png").stat().st_size > 1000
     runs = sorted(p.parent.relative_to(tmp_path / "study") for p in (tmp_path / "study").rglob("adapt.json"))
     # each method: both rates with the first seed, then the chosen rate with the second
     assert len(runs) == 2 * 3 and all(str(r).count("/") == 3 for r in runs)

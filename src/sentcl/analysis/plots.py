@@ -179,3 +179,27 @@ def plot_leaderboard(
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path
+
+
+def plot_method_bars(
+    rows: list[tuple[str, float, float]],
+    references: dict[str, float],
+    path: str | Path,
+    ylabel: str,
+    title: str,
+) -> Path:
+    """One bar per method (its mean, an error bar of its std over seeds) beside horizontal reference lines
+    (the start, BM25, …): the domain study's figure."""
+    fig, ax = plt.subplots(figsize=(max(5.0, 0.9 * len(rows) + 2), 4.2))
+    names = [name for name, _, _ in rows]
+    ax.bar(names, [mean for _, mean, _ in rows], yerr=[spread for _, _, spread in rows], capsize=4,
+           color="#4c72b0")  # fmt: skip
+    for (label, value), color in zip(references.items(), _colors(len(references)), strict=True):
+        ax.axhline(value, linestyle="--", color=color, label=f"{label} {value:.2f}")
+    values = [mean for _, mean, _ in rows] + list(references.values())
+    ax.set_ylim(max(0.0, min(values) - 10), max(values) + 5)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.tick_params(axis="x", labelrotation=30)
+    ax.legend(loc="lower right", fontsize=8)
+    return _save(fig, path)

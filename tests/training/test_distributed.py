@@ -42,25 +42,41 @@ CASES = [(2, 1.0, "simcse"), (3, 2.0, "simcse"), (2, 1.0, "nt_xent"), (2, 1.0, "
          (2, 1.0, "debiased-simcse-form")]  # fmt: skip
 
 
+def compute_cases(rank: int, world: int, model_dir: str, out: str) -> None:
+    """Every case's global loss and averaged gradients from this rank's slice of each batch (rank 0 saves
+    them): the process group is already there, however it was launched."""
+    torch.set_num_threads(1)
+    context = DistributedContext(rank, world, rank)
+    results = {}
+    for views, alpha, name in CASES:
+        encoder, ids, mask = build(model_dir)
+        share = ids.shape[0] // world
+        rows = slice(rank * share, (rank + 1) * share)
+        loss = step(encoder, ids[rows], mask[rows], views, alpha, name)
+        average_gradients(encoder, context)
+        global_loss = mean_over_ranks(loss.item(), context)
+        grads = {n: p.grad for n, p in encoder.named_parameters() if p.grad is not None}
+        results[(views, alpha, name)] = {"loss": global_loss, "grads": grads}
+    if rank == 0:
+        torch.save(results, out)
+
+
 def worker(rank: int, init_file: str, model_dir: str, out: str) -> None:
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=WORLD)
     try:
-        torch.set_num_threads(1)
-        context = DistributedContext(rank, WORLD, rank)
-        results = {}
-        for views, alpha, name in CASES:
-            encoder, ids, mask = build(model_dir)
-            half = ids.shape[0] // WORLD
-            rows = slice(rank * half, (rank + 1) * half)
-            loss = step(encoder, ids[rows], mask[rows], views, alpha, name)
-            average_gradients(encoder, context)
-            global_loss = mean_over_ranks(loss.item(), context)
-            grads = {n: p.grad for n, p in encoder.named_parameters() if p.grad is not None}
-            results[(views, alpha, name)] = {"loss": global_loss, "grads": grads}
-        if rank == 0:
-            torch.save(results, out)
+        compute_cases(rank, WORLD, model_dir, out)
     finally:
         dist.destroy_process_group()
+
+
+def assert_equal_to_one_process(distributed: dict, model_dir, views, alpha, name) -> None:
+    encoder, ids, mask = build(str(model_dir))
+    loss = step(encoder, ids, mask, views, alpha, name)
+    assert distributed["loss"] == pytest.approx(loss.item(), abs=1e-5)
+    expected = {n: p.grad for n, p in encoder.named_parameters() if p.grad is not None}
+    assert distributed["grads"].keys() == expected.keys()
+    for parameter, grad in expected.items():
+        torch.testing.assert_close(distributed["grads"][parameter], grad, atol=1e-5, rtol=1e-4, msg=parameter)
 
 
 @pytest.fixture(scope="module")
@@ -77,14 +93,36 @@ def two_ranks(tmp_path_factory, tiny_model_dir):
 def test_two_processes_equal_one_process_on_the_concatenated_batch(
     two_ranks, tiny_model_dir, views, alpha, name
 ):
-    distributed = two_ranks[(views, alpha, name)]
-    encoder, ids, mask = build(str(tiny_model_dir))
-    loss = step(encoder, ids, mask, views, alpha, name)
-    assert distributed["loss"] == pytest.approx(loss.item(), abs=1e-5)
-    expected = {n: p.grad for n, p in encoder.named_parameters() if p.grad is not None}
-    assert distributed["grads"].keys() == expected.keys()
-    for name, grad in expected.items():
-        torch.testing.assert_close(distributed["grads"][name], grad, atol=1e-5, rtol=1e-4, msg=name)
+    assert_equal_to_one_process(two_ranks[(views, alpha, name)], tiny_model_dir, views, alpha, name)
+
+
+def test_two_nodes_on_loopback_equal_one_process(tmp_path, tiny_model_dir):
+    """The documented multi-node launch (torchrun --nnodes 2 --rdzv-backend c10d), two "nodes" of one process
+    each on this machine's loopback: the gathered negatives give one process's loss and gradients."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    out = tmp_path / "rank0.pt"
+    torchrun = Path(sys.executable).parent / "torchrun"
+    command = [str(torchrun), "--nnodes=2", "--nproc-per-node=1", "--rdzv-backend=c10d",
+               f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id=sentcl-{port}",
+               "-m", "tests.training.node_parity", str(tiny_model_dir), str(out)]  # fmt: skip
+    root = Path(__file__).resolve().parents[2]
+    env = os.environ | {"OMP_NUM_THREADS": "1"}
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+    nodes = [subprocess.Popen(command, cwd=root, env=env, **pipes) for _ in range(2)]
+    for node in nodes:
+        _, err = node.communicate(timeout=240)
+        assert node.returncode == 0, err[-3000:]
+    results = torch.load(out)
+    for views, alpha, name in CASES:
+        assert_equal_to_one_process(results[(views, alpha, name)], tiny_model_dir, views, alpha, name)
 
 
 def torchrun_train(tmp_path, recipe_text: str):

@@ -168,3 +168,23 @@ def test_a_pickled_payload_in_a_checkpoint_is_refused_and_never_run(
         train(recipe_from_dict(recipe_dict(tiny_model_dir, corpus, run, max_steps=10, resume=True)))
     assert "\n" not in str(error.value) and str(checkpoint) in str(error.value)
     assert not mark.exists()
+
+
+def test_a_resume_in_another_number_of_processes_is_one_line():
+    from pathlib import Path
+
+    from sentcl.config import ConfigError
+    from sentcl.training.checkpoint import LoopState
+    from sentcl.training.steps import check_world_size
+
+    state = LoopState()
+    check_world_size(state, 2, Path("run/checkpoint"))
+    assert state.world_size == 2  # a new run records its world
+    check_world_size(state, 2, Path("run/checkpoint"))  # the same world resumes
+    said = r"^--resume: run/checkpoint was written by a run of 2 process\(es\), this one has 4; resume with"
+    with pytest.raises(ConfigError, match=said) as error:
+        check_world_size(state, 4, Path("run/checkpoint"))
+    assert "\n" not in str(error.value)
+    old = LoopState(world_size=None)  # a checkpoint of an earlier version: accepted, then recorded
+    check_world_size(old, 3, Path("x"))
+    assert old.world_size == 3

@@ -67,6 +67,9 @@ class LoopState:
     #: the precision the run's forward passes use, decided before its first step (training/autocast.py);
     #: None in checkpoints of earlier versions (their ``auto`` followed the flag rule: decided again)
     autocast: str | None = None
+    #: the processes the run trains in (torchrun's world): its data order and per-rank batches depend on it;
+    #: None in checkpoints of earlier versions
+    world_size: int | None = None
 
 
 def sha256_of(path: Path) -> str:

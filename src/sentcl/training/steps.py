@@ -41,6 +41,19 @@ def autocast_context(name: str, device: torch.device):
     return precision.autocast(name, device)
 
 
+def check_world_size(state: LoopState, world_size: int, where: Path) -> None:
+    """A resumed run trains in as many processes as the run it resumes (each rank's slice of the seeded
+    batches, and the steps of an epoch, depend on it); a new run records its own."""
+    if state.world_size is None:
+        state.world_size = world_size
+    elif state.world_size != world_size:
+        raise ConfigError(
+            f"--resume: {where} was written by a run of {state.world_size} process(es), this one has "
+            f"{world_size}; resume with the same torchrun --nnodes × --nproc-per-node (the data order and "
+            f"each rank's batches depend on it), or start a new run"
+        )
+
+
 def decide_autocast(loop, steps: Steps, state: LoopState, context, device: torch.device) -> str:
     """``training.autocast`` as this run computes: the checkpoint's choice on resume (a resumed run computes
     as it started), else decided now (``auto``: the faster step measured here, training/autocast.py) and
@@ -126,6 +139,7 @@ def run_steps(loop, steps: Steps, context, device: torch.device, output_dir: Pat
     order = BatchOrder(dataset, loop, context, plan.batches_per_epoch, steps.group_by_length)
 
     state = _starting_state(loop, steps, context, device, output_dir, resume, optimizer, scheduler, order)
+    check_world_size(state, context.world_size, output_dir / "checkpoint")
     steps.autocast = decide_autocast(loop, steps, state, context, device)
     logger.info(
         "%d examples × %d views, %d steps of batch %d on %s", len(dataset), dataset.n_views, plan.total_steps,

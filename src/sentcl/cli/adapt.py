@@ -13,7 +13,7 @@ NAMES = ("adapt",)
 
 def add_parser(commands) -> None:
     p = commands.add_parser(
-        "adapt", help="adapt a model to your corpus without labels (TSDAE, …), judged by your search",
+        "adapt", help="adapt a model to your corpus without labels (SimCSE, TSDAE, …), judged by your search",
         epilog="docs/domain.md walks through it; the run folder resumes like sentcl train's",
     )  # fmt: skip
     p.add_argument("model", help="the model to start from: a folder or a hub id")
@@ -22,7 +22,10 @@ def add_parser(commands) -> None:
         help="your documents: a BEIR folder, a corpus.jsonl (_id, title, text) or a text file, one per line",
     )  # fmt: skip
     p.add_argument("--output", required=True, help="the run folder (the adapted model is OUTPUT/model)")
-    p.add_argument("--method", default="tsdae", choices=list(METHODS), help="default tsdae")
+    p.add_argument(
+        "--method", default="simcse", choices=list(METHODS),
+        help="default simcse (docs/domain.md: what was measured, and why not tsdae on a trained model)",
+    )  # fmt: skip
     p.add_argument("--steps", type=positive_int, default=400, help="training steps (default 400)")
     p.add_argument("--batch-size", type=positive_int, default=32, help="sentences (or documents) a step")
     p.add_argument("--learning-rate", type=float, default=3e-5, help="AdamW's peak rate (default 3e-5)")

@@ -30,7 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "pretrain": ("sentcl.cli.train", "masked-LM pre-training: a raw encoder from scratch, or continued"),
     "adapt": (
         "sentcl.cli.adapt",
-        "adapt a model to your corpus without labels (TSDAE, …), judged by your search",
+        "adapt a model to your corpus without labels (SimCSE, TSDAE, …), judged by your search",
     ),
     "evaluate": (
         "sentcl.cli.evaluate",

@@ -596,3 +596,18 @@ def test_evaluations_in_the_runs_eval_dtype_and_the_encoder_back_in_fp32(
     assert SentenceEncoder.load(str(tmp_path / "run")).inference_autocast is None
     with pytest.raises(ConfigError, match=r"training\.eval_dtype: 'int8' is not one of fp32, bf16, auto"):
         recipe(tiny_model_dir, wiki_file, tmp_path / "x", stsb_data_dir, eval_dtype="int8")
+
+
+def test_a_view_count_the_objective_cannot_take_is_refused_when_the_recipe_is_read(
+    tmp_path, tiny_model_dir, wiki_file, stsb_data_dir
+):
+    """Before any data is read or the start evaluated (on a large corpus that took minutes): one line."""
+    config = {
+        "model": {"name_or_path": str(tiny_model_dir)}, "data": {"train_file": str(wiki_file), "n_views": 1},
+        "training": {"output_dir": str(tmp_path / "r")},
+    }  # fmt: skip
+    with pytest.raises(ConfigError, match=r"^data\.n_views: simcse takes 2 or 3 views per example, not 1$"):
+        recipe_from_dict(config | {"objective": {"name": "simcse"}})
+    with pytest.raises(ConfigError, match=r"^data\.n_views: dclr takes 2 views per example, not 3$"):
+        recipe_from_dict(config | {"data": {"train_file": "x", "n_views": 3}, "objective": {"name": "dclr"}})
+    assert recipe_from_dict(config | {"objective": {"name": "moco"}}).data.n_views == 1  # its own view

@@ -50,6 +50,7 @@ def uniform_loss(x: torch.Tensor, t: float = 2.0) -> torch.Tensor:
 
 class AlignUniform(ContrastiveObjective):
     config: AlignUniformConfig
+    accepted_views = (2,)
     paper = (
         "Wang & Isola, Understanding Contrastive Representation Learning through Alignment and "
         "Uniformity on the Hypersphere, ICML 2020"

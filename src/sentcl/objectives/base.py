@@ -90,6 +90,9 @@ class Objective(nn.Module):
     held_out_refusal: ClassVar[str | None] = None
     #: whether it trains PromptBERT's representation (``model.pooler: prompt``); no other objective does
     trains_prompt: ClassVar[bool] = False
+    #: the views per example its loss takes (None: it says at its first step); a recipe's ``data.n_views``
+    #: outside them is refused when the recipe is read, before any data or evaluation
+    accepted_views: ClassVar[tuple[int, ...] | None] = None
 
     config: ObjectiveConfig
     encoder: TrainableEncoder | None  # what an objective may call on it: model/trainable.py
@@ -115,6 +118,14 @@ class Objective(nn.Module):
         if self.encoder is None:
             raise ValueError(f"{type(self).__name__} needs the encoder: build it with encoder=")
         return self.encoder
+
+    @classmethod
+    def check_views(cls, n_views: int | None) -> None:
+        """A recipe's ``data.n_views`` against ``accepted_views``: one ConfigError naming the key."""
+        if n_views is not None and cls.accepted_views is not None and n_views not in cls.accepted_views:
+            name = cls.__module__.rsplit(".", 1)[-1]
+            takes = " or ".join(str(v) for v in cls.accepted_views)
+            raise ConfigError(f"data.n_views: {name} takes {takes} views per example, not {n_views}")
 
     @classmethod
     def check_pooler(cls, pooler: str) -> None:

@@ -166,6 +166,7 @@ def reference_dclr_loss(
 
 class DCLR(ContrastiveObjective):
     config: DCLRConfig
+    accepted_views = (2,)
     paper = (
         "Zhou, Zhang, Zhao & Wen, "
         "Debiased Contrastive Learning of Unsupervised Sentence Representations, ACL 2022"

@@ -95,6 +95,7 @@ class DebiasedSimCSE(ContrastiveObjective):
     config: DebiasedSimCSEConfig
 
     paper = "Chuang, Robinson, Lin, Torralba & Jegelka, Debiased Contrastive Learning, NeurIPS 2020"
+    accepted_views = (2,)
 
     def __init__(self, config: DebiasedSimCSEConfig | None = None, encoder=None, data=None):
         super().__init__(config or DebiasedSimCSEConfig(), encoder)

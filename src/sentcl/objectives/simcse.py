@@ -60,6 +60,7 @@ class SimCSE(ContrastiveObjective):
     config: SimCSEConfig
 
     paper = "Gao, Yao & Chen, SimCSE: Simple Contrastive Learning of Sentence Embeddings, EMNLP 2021"
+    accepted_views = (2, 3)
 
     def __init__(self, config: SimCSEConfig | None = None, encoder=None, data=None):
         super().__init__(config or SimCSEConfig(), encoder)

@@ -167,9 +167,11 @@ def recipe_from_dict(data: dict[str, Any]) -> TrainConfig:
     objective_class, objective_config = REGISTRY[name]
     model = from_dict(ModelConfig, data.get("model") or {}, prefix="model")
     objective_class.check_pooler(model.pooler)  # the objective's own rules (objectives/base.py)
+    data_config = from_dict(DataConfig, data.get("data") or {}, prefix="data")
+    objective_class.check_views(data_config.n_views)
     return TrainConfig(
         model=model,
-        data=from_dict(DataConfig, data.get("data") or {}, prefix="data"),
+        data=data_config,
         objective_name=name,
         objective=from_dict(objective_config, objective, prefix="objective"),
         training=from_dict(LoopConfig, data.get("training") or {}, prefix="training"),

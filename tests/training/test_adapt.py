@@ -160,3 +160,31 @@ def test_an_interrupted_adapt_resumes_to_the_same_model(tmp_path, tiny_model_dir
     a = SentenceEncoder.load(str(tmp_path / "straight" / "model")).state_dict()
     b = SentenceEncoder.load(str(tmp_path / "half" / "model")).state_dict()
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_the_starts_choice_metric_is_measured_once_per_model_and_task(
+    tmp_path, tiny_model_dir, domain, monkeypatch
+):
+    import json as json_module
+
+    from sentcl.evaluation.local import RetrievalFolderEvaluator
+
+    monkeypatch.setenv("SENTCL_CACHE", str(tmp_path / "cache"))
+    calls = []
+    real = RetrievalFolderEvaluator.__call__
+
+    def counted(self, embedder):
+        calls.append(self.names[0])
+        return real(self, embedder)
+
+    monkeypatch.setattr(RetrievalFolderEvaluator, "__call__", counted)
+    changes = dict(steps=2, eval_steps=2, report=None)
+    adapt(request(tiny_model_dir, domain, tmp_path / "a", **changes))
+    assert len(calls) == 2  # the start, then step 2
+    adapt(request(tiny_model_dir, domain, tmp_path / "b", seed=7, **changes))
+    assert len(calls) == 3  # step 2 only: the start's read back
+    starts = [json_module.loads((tmp_path / run / "metrics.jsonl").read_text().splitlines()[0])["eval"]
+              for run in ("a", "b")]  # fmt: skip
+    assert starts[0] == starts[1]
+    adapt(request(tiny_model_dir, domain, tmp_path / "c", pooler="cls_before_pooler", **changes))
+    assert len(calls) == 5  # another model (its pooler): measured

@@ -113,6 +113,7 @@ def recipe(request: AdaptRequest, model_length: int | None = None) -> dict[str, 
             # the start is a candidate: where no step beats it on the user's judgements, model/ is the start
             "start_is_candidate": True, "eval_options": {"document_words": CHOICE_WORDS},
             "eval_dtype": "auto",  # the choice in bf16 where it is native (the report encodes in fp32)
+            "cache_start_evaluation": True,  # the start's choice metric measured once per model and task
         }  # fmt: skip
     else:
         training |= {"eval_steps": 0}  # nothing to choose on: the last step is kept

@@ -7,15 +7,19 @@ with its model card). The step loop is steps.py's, the lifecycle run.py's.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from sentcl.analysis.alignment_uniformity import AlignUniformProbe, geometry_snapshot, stsb_probe
+from sentcl.atomic_write import atomic_file
 from sentcl.config import ConfigError, load_yaml
 from sentcl.data import ContrastiveDataset, build_dataset, read_records
 from sentcl.data.corpus import read_corpus
@@ -23,8 +27,12 @@ from sentcl.data.named import resolve_train_file
 from sentcl.data.streaming import StreamingDataset, check_streaming
 from sentcl.embedder import CachedEmbedder
 from sentcl.evaluation.tasks import Evaluator
+from sentcl.hardware import detect
+from sentcl.hub_files import cache_dir
 from sentcl.model import SentenceEncoder, StaticEncoder, build_encoder
+from sentcl.model.auto_precision import machine_key
 from sentcl.model.backbone import check_positions
+from sentcl.model.int8_gate import model_key
 from sentcl.objectives import REGISTRY, build_objective
 from sentcl.training import distributed
 from sentcl.training.checkpoint import LoopState
@@ -42,6 +50,9 @@ from sentcl.training.selection import HeldOutProbe, Selection, hold_out, selecti
 from sentcl.training.steps import Steps, run_steps
 
 logger = logging.getLogger(__name__)
+
+#: bump when the start's evaluation changes meaning, so cached ones are measured again
+START_PROTOCOL = "start-evaluation-v1"
 
 
 @dataclass
@@ -126,7 +137,7 @@ def _train(config: TrainConfig, start, also_measure) -> TrainResult:
         child = ChildTuning(loop.child_tuning, encoder.backbone, loop.seed, optimized=objective)
     evaluation = Evaluation(
         encoder, objective, device, output_dir, loop.start_is_candidate, evaluator, chooser, held, probe,
-        also_measure, loop.eval_dtype,
+        also_measure, loop.eval_dtype, loop.cache_start_evaluation, loop.eval_task, loop.eval_options,
     )  # fmt: skip
     steps = Steps(
         objective=objective,
@@ -207,6 +218,10 @@ class Evaluation:
     probe: AlignUniformProbe | None
     also_measure: Callable[[CachedEmbedder], dict] | None
     eval_dtype: str = "fp32"
+    #: training.cache_start_evaluation, and what keys the cache: the task and its options
+    cache_start: bool = False
+    eval_task: str = ""
+    eval_options: Any = None
 
     def __call__(self, step: int) -> dict:
         with finite_evaluation(step):
@@ -214,11 +229,7 @@ class Evaluation:
 
     def measure(self, step: int) -> dict:
         embedder = CachedEmbedder(self.encoder)  # STS and geometry share one encoding of each sentence
-        self.encoder.with_dtype(self.eval_dtype)  # training.eval_dtype; back to fp32 below
-        try:
-            metrics = self.evaluator(embedder) if self.evaluator is not None else {}
-        finally:
-            self.encoder.with_dtype("fp32")
+        metrics = self.task_metrics(embedder, step)
         if self.held is not None:
             metrics |= self.held(self.objective, self.encoder, self.device)
         chooser = self.chooser
@@ -230,6 +241,40 @@ class Evaluation:
         if self.also_measure is not None:
             record["measured"] = self.also_measure(embedder)
         return record
+
+    def task_metrics(self, embedder: CachedEmbedder, step: int) -> dict[str, float]:
+        """The evaluation task's metrics, in ``training.eval_dtype``; the start's read from the cache where
+        ``training.cache_start_evaluation`` asks (runs from one model share it: a study's many runs)."""
+        if self.evaluator is None:
+            return {}
+        record = self.start_record() if step == 0 and self.cache_start else None
+        if record is not None and record.is_file():
+            logger.info("the start's evaluation read from %s", record)
+            return json.loads(record.read_text(encoding="utf-8"))
+        self.encoder.with_dtype(self.eval_dtype)  # back to fp32 below
+        try:
+            metrics = self.evaluator(embedder)
+        finally:
+            self.encoder.with_dtype("fp32")
+        if record is not None:
+            record.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_file(record) as handle:
+                handle.write(json.dumps(metrics) + "\n")
+        return metrics
+
+    def start_record(self) -> Path | None:
+        """Where the start's metrics are cached: keyed by the encoder's weights and pooler, the task and its
+        options, the precision (and, for bf16, the machine); None for an evaluation that is not only the
+        task's (a static model, label-free selection)."""
+        if not isinstance(self.encoder, SentenceEncoder) or self.held is not None:
+            return None
+        machine = machine_key(detect("cpu")) if self.eval_dtype != "fp32" else None
+        task = [self.eval_task, asdict(self.eval_options), self.eval_dtype, machine, START_PROTOCOL]
+        weights = model_key(self.encoder, False, "start-evaluation")
+        key = hashlib.sha256(json.dumps([weights, task], sort_keys=True, default=str).encode()).hexdigest()[
+            :32
+        ]
+        return cache_dir() / "start-evaluations" / f"{key}.json"
 
     def keep_the_best(self, step: int, metrics: dict[str, float], state: LoopState) -> str | None:
         if step == 0 and not self.start_is_candidate:

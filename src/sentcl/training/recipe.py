@@ -107,6 +107,9 @@ class LoopConfig(RunConfig):
     #: choice that does not depend on the machine), bf16, or auto (bf16 where native). A choice on a large
     #: retrieval corpus costs an encoding of it per evaluation; bf16 makes it several times cheaper
     eval_dtype: str = "fp32"
+    #: read the start's evaluation (step 0) from the cache where the same model was evaluated on the same
+    #: task before ($SENTCL_CACHE/start-evaluations, keyed by its weights): runs from one start share it
+    cache_start_evaluation: bool = False
     #: what chooses ``model/`` among the evaluated steps (selection.py): stsb-dev, the STS metric of eval_task
     #: (SimCSE's policy); align_uniform or loss, label-free, on ``select_holdout`` held-out training examples
     select_by: Literal["stsb-dev", "align_uniform", "loss"] = "stsb-dev"

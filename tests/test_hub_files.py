@@ -134,3 +134,26 @@ def test_a_corrupt_static_model_download_says_so(tmp_path, monkeypatch, online_h
         monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
         with pytest.raises(ModelLoadError, match=r"owner/static/modules.json: sha256 .* does not match"):
             load_encoder("owner/static")
+
+
+def test_the_probes_own_timeout_is_not_an_answer(monkeypatch):
+    """The race CI met under load: the HEAD's timeout fired a moment before the wait ended, counted as an
+    answer, and the download then waited on the silent server for minutes."""
+    import httpx
+    import huggingface_hub
+
+    from sentcl import hub_files
+
+    def times_out(*args, **kwargs):
+        raise httpx.ReadTimeout("read timed out")
+
+    def refuses(*args, **kwargs):
+        raise ValueError("404: an answer, if an unwelcome one")
+
+    monkeypatch.setattr(huggingface_hub, "get_hf_file_metadata", times_out)
+    assert hub_files._answers("http://x/f", None, 0.2) is False
+    monkeypatch.setattr(huggingface_hub, "get_hf_file_metadata", refuses)
+    assert hub_files._answers("http://x/f", None, 2.0) is True
+    wrapped = RuntimeError("wrapped")
+    wrapped.__cause__ = TimeoutError()
+    assert hub_files._timed_out(wrapped) and not hub_files._timed_out(ValueError("no"))

@@ -60,21 +60,33 @@ def hub_timeout() -> float:
 
 def _answers(url: str, endpoint: str | None, seconds: float) -> bool:
     """Whether the server answers a HEAD of ``url`` (any answer, an error status included) within
-    ``seconds``; the request runs in a daemon thread, so a silent server never holds the process."""
+    ``seconds``; the request runs in a daemon thread, so a silent server never holds the process. The
+    request's own timeout is not an answer: it may fire a moment before the wait ends (under load it did,
+    and the download then waited on the silent server for minutes)."""
     from huggingface_hub import get_hf_file_metadata
 
-    done = threading.Event()
+    answered = threading.Event()
 
     def ask() -> None:
         try:
             get_hf_file_metadata(url, timeout=seconds, endpoint=endpoint)
-        except Exception:  # an answer that is an error: the download says what it is
-            pass
-        finally:
-            done.set()
+        except Exception as exc:  # an answer that is an error: the download says what it is
+            if _timed_out(exc):
+                return
+        answered.set()
 
     threading.Thread(target=ask, daemon=True, name="sentcl-hub-probe").start()
-    return done.wait(seconds)
+    return answered.wait(seconds)
+
+
+def _timed_out(exc: BaseException | None) -> bool:
+    """Whether ``exc`` (or what it was raised from) is a timeout: the server said nothing."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, TimeoutError) or "timeout" in type(exc).__name__.lower():
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
 
 
 def cache_dir() -> Path:

@@ -82,10 +82,14 @@ def start_model(plan: Plan, name: str) -> str:
     return str(spec["model"])
 
 
+def run_folder(plan: Plan, start: str, method: str, lr: float, seed: int) -> Path:
+    return plan.output_dir / start / method / f"lr-{lr:g}" / f"seed-{seed}"
+
+
 def adapted(plan: Plan, start: str, method: str, lr: float, seed: int) -> dict:
     """One run's report (adapt.json), trained now or read back; an interrupted run resumes."""
     spec = plan.methods[method]
-    folder = plan.output_dir / start / method / f"lr-{lr:g}" / f"seed-{seed}"
+    folder = run_folder(plan, start, method, lr, seed)
     if (folder / "adapt.json").is_file():
         return json.loads((folder / "adapt.json").read_text(encoding="utf-8"))
     model = start_model(plan, start)
@@ -107,8 +111,8 @@ def chosen_on_train(plan: Plan, start: str, method: str) -> float:
     scores = {}
     for lr in plan.learning_rates:
         adapted(plan, start, method, lr, plan.seeds[0])
-        summary = json.loads((plan.output_dir / start / method / f"lr-{lr:g}" / f"seed-{plan.seeds[0]}" /
-                              "summary.json").read_text(encoding="utf-8"))  # fmt: skip
+        folder = run_folder(plan, start, method, lr, plan.seeds[0])
+        summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
         scores[lr] = summary["best_metrics"][summary["primary_metric"]]
     return max(scores, key=lambda lr: scores[lr])
 

@@ -215,7 +215,8 @@ class Retrieval:
     relevant: list[dict[int, float]]
 
 
-def _qrels_file(path: Path) -> Path:
+def qrels_file(path: Path) -> Path:
+    """The qrels file a retrieval task names: itself, or its folder's test.tsv (or its one split)."""
     if path.is_file():
         return path
     folder = path / "qrels"
@@ -261,7 +262,7 @@ def _documents(path: Path, with_title: bool) -> tuple[list[str], list[str]]:
 def read_retrieval(path: str | Path) -> Retrieval:
     """A BEIR folder (or its qrels file): corpus, the judged queries and their relevant documents."""
     path = Path(path)
-    qrels = _qrels_file(path)
+    qrels = qrels_file(path)
     folder = qrels.parent.parent
     corpus_ids, corpus = _documents(folder / "corpus.jsonl", with_title=True)
     all_query_ids, all_queries = _documents(folder / "queries.jsonl", with_title=False)

@@ -24,19 +24,16 @@ from __future__ import annotations
 
 import datetime
 import functools
-import hashlib
-import json
 import logging
 import random
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
-from sentcl.atomic_write import atomic_file
 from sentcl.evaluation.data_dir import DataDirError, resolve_data_dir
 from sentcl.hardware import Hardware, describe_machine
 from sentcl.hub_files import cache_dir
@@ -111,7 +108,7 @@ def record_key(encoder, hardware: Hardware) -> tuple[str, str]:
     machine = machine_key(hardware)
     with torch.no_grad():
         model = int8_gate.model_key(encoder, hardware.vnni, str(machine["onnxruntime"]))
-    return hashlib.sha256(json.dumps([model, machine], sort_keys=True).encode()).hexdigest()[:32], model
+    return int8_gate.digest_key([model, machine]), model
 
 
 def record_path(key: str) -> Path:
@@ -212,10 +209,7 @@ def choose_on_cpu(encoder, hardware: Hardware, data_dir: str | Path | None = Non
             speeds={name: round(speed, 2) for name, speed in speeds.items()}, quality=quality,
             excluded=excluded, chosen=fastest(speeds),
         )  # fmt: skip
-        path = record_path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_file(path) as handle:
-            handle.write(json.dumps(asdict(record), indent=2) + "\n")
+        int8_gate.write_record(record_path(key), record)
     _say(record.describe())
     if record.chosen == "int8":
         return (int8_model or int8_gate.int8_export(encoder, model)), record

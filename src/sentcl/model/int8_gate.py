@@ -23,7 +23,7 @@ import functools
 import hashlib
 import json
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -96,6 +96,18 @@ def record_path(key: str) -> Path:
     return cache_dir() / "int8-checks" / f"{key}.json"
 
 
+def digest_key(parts: object) -> str:
+    """A cached record's name: 32 hex digits of the SHA-256 of ``parts`` as JSON (sorted keys)."""
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+def write_record(path: Path, data: object, indent: int | None = 2) -> None:
+    """``data`` (a dataclass, or anything JSON takes) written at ``path`` atomically, its folder made."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_file(path) as handle:
+        handle.write(json.dumps(asdict(data) if is_dataclass(data) else data, indent=indent) + "\n")  # type: ignore[arg-type]
+
+
 def read_record(path: Path, kind: type[R], key: str, what: str) -> R | None:
     """The dataclass ``kind`` recorded at ``path`` for ``key``, or None: none yet, or a record that does not
     read or is another's (said as a warning naming the file: it is measured again and rewritten)."""
@@ -135,10 +147,7 @@ def check(encoder, int8_encoder, key: str, vnni: bool, runtime: str, data_dir: P
         machine=describe_machine(),
         checked=datetime.date.today().isoformat(),
     )
-    path = record_path(key)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_file(path) as handle:
-        handle.write(json.dumps(asdict(record), indent=2) + "\n")
+    write_record(record_path(key), record)
     return record
 
 

@@ -12,7 +12,6 @@ beside it (``adapt.md``, ``adapt.json``) atomically.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from dataclasses import asdict, dataclass, field
@@ -25,12 +24,13 @@ from sentcl.atomic_write import atomic_file
 from sentcl.config import ConfigError
 from sentcl.embedder import Batched
 from sentcl.evaluation.local import RetrievalFolderEvaluator
+from sentcl.evaluation.local_files import qrels_file
 from sentcl.evaluation.registry import Options
 from sentcl.evaluation.significance import Difference, MeanBootstrap
 from sentcl.evaluation.tasks import build_evaluator
 from sentcl.hub_files import cache_dir
 from sentcl.model.inference import for_inference, load_encoder
-from sentcl.model.int8_gate import model_key
+from sentcl.model.int8_gate import digest_key, model_key, write_record
 from sentcl.training.checkpoint import sha256_of
 from sentcl.training.contrastive import train
 from sentcl.training.recipe import recipe_from_dict
@@ -152,10 +152,9 @@ def report_scores(report: str, source: str, pooler: str | None) -> dict:
     the cache by the model's weights and the judgements' bytes, so a start measured once (a study's many runs
     from one model) is read back, never measured again."""
     encoder = load_encoder(source, pooler=pooler)
-    qrels = Path(report) if Path(report).is_file() else Path(report) / "qrels" / "test.tsv"
-    key = hashlib.sha256(
-        json.dumps([model_key(encoder, False, "fp32"), sha256_of(qrels), REPORT_PROTOCOL]).encode()
-    ).hexdigest()[:32]
+    key = digest_key(
+        [model_key(encoder, False, "fp32"), sha256_of(qrels_file(Path(report))), REPORT_PROTOCOL]
+    )
     path = cache_dir() / "adapt-reports" / f"{key}.json"
     if path.is_file():
         return json.loads(path.read_text(encoding="utf-8"))
@@ -163,9 +162,7 @@ def report_scores(report: str, source: str, pooler: str | None) -> dict:
     metrics = evaluator(Batched(for_inference(encoder, "fp32"), 64))
     scores = {"metrics": metrics, "per_query": {k: v.tolist() for k, v in evaluator.per_item().items()},
               "task": evaluator.names[0], "queries": len(evaluator.sets[0].queries)}  # fmt: skip
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_file(path) as handle:
-        handle.write(json.dumps(scores) + "\n")
+    write_record(path, scores, indent=None)
     return scores
 
 

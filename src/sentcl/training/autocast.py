@@ -24,17 +24,15 @@ The loss is checked as in every run (guards.py: a non-finite loss or weight stop
 from __future__ import annotations
 
 import datetime
-import hashlib
-import json
 import logging
+import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 
 from sentcl import precision
-from sentcl.atomic_write import atomic_file
 from sentcl.hardware import Hardware, describe_machine, detect
 from sentcl.model import auto_precision, int8_gate
 from sentcl.training.distributed import DistributedContext
@@ -107,9 +105,7 @@ def _measured(encoder, device, hardware: Hardware, sequences: int, clock) -> tup
             batch=list(ids.shape), seconds={name: round(value, 5) for name, value in seconds.items()},
             chosen=chosen,
         )  # fmt: skip
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_file(path) as handle:
-            handle.write(json.dumps(asdict(record), indent=2) + "\n")
+        int8_gate.write_record(path, record)
     return record.chosen, record.describe()
 
 
@@ -127,9 +123,7 @@ def record_key(encoder, device: torch.device, hardware: Hardware, batch: list[in
     machine."""
     shapes = [(name, list(p.shape), str(p.dtype)) for name, p in encoder.named_parameters()]
     described = [type(encoder).__name__, encoder.pooler, shapes, batch, device.type]
-    return hashlib.sha256(
-        json.dumps([described, auto_precision.machine_key(hardware)], sort_keys=True).encode()
-    ).hexdigest()[:32]
+    return int8_gate.digest_key([described, auto_precision.machine_key(hardware)])
 
 
 def time_steps(encoder, ids, mask, device, clock=None) -> dict[str, float]:
@@ -149,12 +143,11 @@ def time_steps(encoder, ids, mask, device, clock=None) -> dict[str, float]:
 
         return run
 
-    timing = {} if clock is None else {"clock": clock}
     with torch.random.fork_rng(devices=devices):
         encoder.train()
         try:
             return auto_precision.interleaved_medians(
-                {"fp32": step("fp32"), "bf16": step("bf16")}, ROUNDS, **timing
+                {"fp32": step("fp32"), "bf16": step("bf16")}, ROUNDS, clock or time.perf_counter
             )
         finally:
             encoder.train(was_training)

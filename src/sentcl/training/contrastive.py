@@ -7,7 +7,6 @@ with its model card). The step loop is steps.py's, the lifecycle run.py's.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
@@ -19,7 +18,6 @@ from typing import Any
 import torch
 
 from sentcl.analysis.alignment_uniformity import AlignUniformProbe, geometry_snapshot, stsb_probe
-from sentcl.atomic_write import atomic_file
 from sentcl.config import ConfigError, load_yaml
 from sentcl.data import ContrastiveDataset, build_dataset, read_records
 from sentcl.data.corpus import read_corpus
@@ -32,7 +30,7 @@ from sentcl.hub_files import cache_dir
 from sentcl.model import SentenceEncoder, StaticEncoder, build_encoder
 from sentcl.model.auto_precision import machine_key
 from sentcl.model.backbone import check_positions
-from sentcl.model.int8_gate import model_key
+from sentcl.model.int8_gate import digest_key, model_key, write_record
 from sentcl.objectives import REGISTRY, build_objective
 from sentcl.training import distributed
 from sentcl.training.checkpoint import LoopState
@@ -257,9 +255,7 @@ class Evaluation:
         finally:
             self.encoder.with_dtype("fp32")
         if record is not None:
-            record.parent.mkdir(parents=True, exist_ok=True)
-            with atomic_file(record) as handle:
-                handle.write(json.dumps(metrics) + "\n")
+            write_record(record, metrics, indent=None)
         return metrics
 
     def start_record(self) -> Path | None:
@@ -270,10 +266,7 @@ class Evaluation:
             return None
         machine = machine_key(detect("cpu")) if self.eval_dtype != "fp32" else None
         task = [self.eval_task, asdict(self.eval_options), self.eval_dtype, machine, START_PROTOCOL]
-        weights = model_key(self.encoder, False, "start-evaluation")
-        key = hashlib.sha256(json.dumps([weights, task], sort_keys=True, default=str).encode()).hexdigest()[
-            :32
-        ]
+        key = digest_key([model_key(self.encoder, False, "start-evaluation"), task])
         return cache_dir() / "start-evaluations" / f"{key}.json"
 
     def keep_the_best(self, step: int, metrics: dict[str, float], state: LoopState) -> str | None:

@@ -3,6 +3,7 @@ the others with paired intervals; a second run reads every run back and trains n
 
 import json
 
+import pytest
 import yaml
 
 from sentcl_reproduction import domain_study
@@ -23,8 +24,14 @@ def test_a_tiny_study_reports_and_resumes(tmp_path, tiny_model_dir, domain, monk
     }  # fmt: skip
     path = tmp_path / "plan.yaml"
     path.write_text(yaml.safe_dump(plan))
+    assert domain_study.main([str(path), "--method", "tsdae"]) == 0  # a part of the plan: said so
+    part = (tmp_path / "domain_study.md").read_text()
+    assert "| tsdae |" in part and "**Partial**: the plan's runs not reported yet: in-batch CT from tiny." in part
+    with pytest.raises(SystemExit, match="--method simcse: not in the plan, which has: in-batch CT, tsdae"):
+        domain_study.main([str(path), "--method", "simcse"])
     assert domain_study.main([str(path)]) == 0
     report = (tmp_path / "domain_study.md").read_text()
+    assert "Partial" not in report
     assert "## From tiny" in report and "| tsdae |" in report and "| in-batch CT |" in report
     assert "![test nDCG@10 from tiny](images/domain_tiny.png)" in report
     assert (tmp_path / "images" / "domain_tiny.png").stat().st_size > 1000

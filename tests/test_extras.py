@@ -16,7 +16,7 @@ from tests.conftest import SENTENCES
 EXTRAS = {  # module → the extra that installs it
     "onnx": "onnx", "onnxruntime": "onnx", "onnxscript": "onnx", "pyarrow": "parquet", "datasets": "datasets",
     "faiss": "index", "fastapi": "serve", "uvicorn": "serve", "pydantic": "serve", "starlette": "serve",
-    "nltk": "cline", "mteb": "mteb",
+    "nltk": "cline", "mteb": "mteb", "ray": "ray", "lancedb": "lance",
 }  # fmt: skip
 
 BLOCK = """
@@ -74,6 +74,7 @@ def test_the_core_trains_and_evaluates_without_any_extra(tiny_model_dir, stsb_da
         ("onnxruntime", ["encode", "{model}", "{corpus}", "--out", "{tmp}/e.npy", "--dtype", "int8"], "onnx"),
         ("fastapi", ["serve", "{model}"], "serve"),
         ("pyarrow", ["train", "{parquet_recipe}", "--output", "{tmp}/run"], "parquet"),
+        ("ray", ["encode", "{model}", "{corpus}", "--out", "{tmp}/shards", "--engine", "ray"], "ray"),
     ],
 )
 def test_a_missing_extra_is_one_line_naming_the_install(

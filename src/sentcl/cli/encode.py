@@ -28,8 +28,12 @@ def add_parser(commands) -> None:
         "encode", parents=[PICKLES], help="embed a text file (one sentence per line) into a .npy matrix"
     )
     p.add_argument("model")
-    p.add_argument("input", help="text file, one sentence per line (blank lines are skipped)")
-    p.add_argument("--out", required=True, help="output .npy file [N, D]")
+    p.add_argument(
+        "input", nargs="+",
+        help="text file, one sentence per line (blank lines are skipped); --engine ray: files, folders or "
+        "globs of text, JSON lines or Parquet",
+    )  # fmt: skip
+    p.add_argument("--out", required=True, help="output .npy file [N, D]; --engine ray: a folder of shards")
     p.add_argument("--pooler", type=pooler_argument)
     p.add_argument("--normalize", action="store_true", help="L2-normalise the rows")
     p.add_argument("--batch-size", type=positive_int, default=128)
@@ -49,9 +53,33 @@ def add_parser(commands) -> None:
     ranges.add_argument("--ranges", help="int8/uint8: a .npy [2, D] of ranges (--save-ranges of another run)")
     p.add_argument("--save-ranges", metavar="FILE", help="int8/uint8: write the ranges used to this .npy")
     add_dtype_arguments(p, default="auto", multi_device=True)
+    ray = p.add_argument_group(
+        "--engine ray: a corpus on a Ray cluster (pip install 'sentcl[ray]'; docs/scale.md)"
+    )
+    ray.add_argument(
+        "--engine", choices=["local", "ray"], default="local",
+        help="ray: the inputs cut into shards, encoded by an actor pool, written as Parquet shards "
+        "(id, text, vector) as they finish; the same command again resumes",
+    )  # fmt: skip
+    ray.add_argument(
+        "--address", help="a Ray cluster's HOST:PORT, ray://HOST:PORT or auto (default: this machine)"
+    )
+    ray.add_argument("--actors", type=positive_int, default=1, help="actors, one model each (default 1)")
+    ray.add_argument(
+        "--cpus-per-actor", type=positive_int, default=1, help="and the threads each uses (default 1)"
+    )
+    ray.add_argument("--gpus-per-actor", type=float, default=0, help="a GPU each: 1 (default 0: CPU)")
+    ray.add_argument("--rows-per-shard", type=positive_int, default=100_000, help="(default 100000)")
+    ray.add_argument("--id-field", default="id", help="JSON lines and Parquet: the id's field (default id)")
+    ray.add_argument("--text-field", default="text", help="JSON lines and Parquet: the text's (default text)")
 
 
 def run_command(args: argparse.Namespace) -> int:
+    if args.engine == "ray":
+        return run_on_ray(args)
+    if len(args.input) > 1:
+        raise ConfigError(f"input: one text file ({len(args.input)} given); --engine ray reads several")
+    args.input = args.input[0]
     check_file_target(args.out, "--out", args.overwrite)
     scaled = args.precision.endswith("int8")
     if (args.calibration or args.ranges or args.save_ranges) and not scaled:
@@ -121,3 +149,40 @@ def _read_ranges(path: str) -> np.ndarray:
             f"--ranges {path}: {ranges.shape} values; [2, D] finite ranges (min, max) are needed"
         )
     return ranges
+
+
+def run_on_ray(args: argparse.Namespace) -> int:
+    """``--engine ray``: the job of sentcl/integrations/ray_data.py; failed shards listed, exit 1."""
+    from sentcl.data.shards import Fields
+    from sentcl.integrations.ray_data import RayEncodeJob, encode_with_ray
+
+    if args.precision.endswith("int8") and not args.ranges:
+        raise ConfigError(
+            f"--engine ray --precision {args.precision}: every shard must share its ranges; pass --ranges (a "
+            f"[2, D] .npy, e.g. --save-ranges of a local encode of a sample)"
+        )
+    if args.calibration or args.save_ranges:
+        raise ConfigError(
+            "--engine ray: --calibration and --save-ranges are for a local encode; pass --ranges"
+        )
+    if "," in args.device:
+        raise ConfigError("--engine ray: the actors are the devices; use --actors and --gpus-per-actor")
+    job = RayEncodeJob(
+        args.model, args.input, args.out, address=args.address, actors=args.actors,
+        cpus_per_actor=args.cpus_per_actor, gpus_per_actor=args.gpus_per_actor,
+        rows_per_shard=args.rows_per_shard, batch_size=args.batch_size, dtype=args.dtype, pooler=args.pooler,
+        normalize=args.normalize, dim=args.dim,
+        precision=args.precision, ranges=_read_ranges(args.ranges).tolist() if args.ranges else None,
+        prompt_name=args.prompt_name, prompt=args.prompt, fields=Fields(args.id_field, args.text_field),
+        allow_pickle=args.allow_pickle, overwrite=args.overwrite,
+    )  # fmt: skip
+    result = encode_with_ray(job)
+    print(
+        f"{args.out}: {len(result.shards)} shards, {result.rows} rows ({len(result.written)} written now, "
+        f"{len(result.kept)} kept from an earlier run, {len(result.failed)} failed; {args.precision})"
+    )
+    for name, error in sorted(result.failed.items()):
+        print(f"  {name} failed: {error}")
+    if result.failed:
+        print("  run the same command again to redo the failed shards")
+    return 1 if result.failed else 0

@@ -75,6 +75,7 @@ def test_the_core_trains_and_evaluates_without_any_extra(tiny_model_dir, stsb_da
         ("fastapi", ["serve", "{model}"], "serve"),
         ("pyarrow", ["train", "{parquet_recipe}", "--output", "{tmp}/run"], "parquet"),
         ("ray", ["encode", "{model}", "{corpus}", "--out", "{tmp}/shards", "--engine", "ray"], "ray"),
+        ("lancedb", ["index", "{model}", "{corpus}", "--out", "{tmp}/idx", "--backend", "lance"], "lance"),
     ],
 )
 def test_a_missing_extra_is_one_line_naming_the_install(

@@ -10,7 +10,7 @@ from sentcl.cli.common import PICKLES, cosine, positive_int
 from sentcl.config import ConfigError
 from sentcl.embedder import QUERY, for_role
 from sentcl.model.inference import for_inference, load_encoder
-from sentcl.search import SentenceIndex
+from sentcl.search import load_index
 
 NAMES = ("search",)
 
@@ -33,7 +33,7 @@ def add_parser(commands) -> None:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    index = SentenceIndex.load(args.index)
+    index = load_index(args.index)
     model = args.model or index.model
     if not model:
         raise ConfigError(f"{args.index}: the index records no model; pass --model")

@@ -9,7 +9,7 @@ from sentcl.cli.common import PICKLES, add_dtype_arguments, inference_encoder, p
 from sentcl.embedder import Batched
 from sentcl.extras import require
 from sentcl.model import pooler_argument
-from sentcl.search import SentenceIndex
+from sentcl.search import load_index
 
 NAMES = ("serve",)
 logger = logging.getLogger("sentcl.serve")
@@ -57,7 +57,7 @@ def run_command(args: argparse.Namespace) -> int:
         require(module, "serve", "sentcl serve")
     from sentcl.serving.server import ServerLimits, create_app, default_allowed_hosts, serve, token_counter
 
-    index = SentenceIndex.load(args.index) if args.index else None
+    index = load_index(args.index) if args.index else None
     encoder = inference_encoder(args)
     if index is not None and index.model and index.model != encoder.source:
         logger.warning(

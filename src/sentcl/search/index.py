@@ -60,6 +60,7 @@ class Hit:
     text: str
     score: float  # cosine similarity
     id: int  # row in the corpus
+    key: str | None = None  # the row's id in its input, where the index keeps one (a lance index)
 
 
 def _faiss():

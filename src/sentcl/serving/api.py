@@ -181,6 +181,8 @@ class Hit(BaseModel):
     text: str
     score: float
     id: int
+    #: the row's id in its input, where the index keeps one (a lance index built from encoded shards)
+    key: str | None = None
 
 
 class SearchResponse(BaseModel):

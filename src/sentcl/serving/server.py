@@ -42,6 +42,7 @@ from starlette.routing import Route
 
 from sentcl.embedder import QUERY, Embedder, EmbeddingError, require_finite, unit_rows
 from sentcl.search.index import SentenceIndex
+from sentcl.search.lance_index import LanceIndex
 from sentcl.serving.admission import Admission, BusyError
 from sentcl.serving.api import (
     MODEL_RESPONSES,
@@ -154,7 +155,7 @@ class ModelService:
     embedder: Embedder
     model_name: str
     dimension: int
-    index: SentenceIndex | None
+    index: SentenceIndex | LanceIndex | None
     limits: ServerLimits
     count_tokens: Callable[[list[str], int], int] | None
     admission: Admission
@@ -272,6 +273,10 @@ async def _search(body, request: Request, hybrid: bool) -> Response:
     index = service.index
     if index is None:
         raise APIError(409, "no index is loaded: start the server with --index DIR", "query")
+    if hybrid and isinstance(index, LanceIndex):
+        raise APIError(
+            409, "hybrid search needs the in-memory index; this server's is a lance index", "query"
+        )
     queries = _as_list(body.query)
 
     def work(cost: int) -> bytes:
@@ -281,10 +286,15 @@ async def _search(body, request: Request, hybrid: bool) -> Response:
             hits = index.hybrid_search(query_vectors, queries, top_k=body.top_k)
         else:
             hits = index.search(query_vectors, top_k=body.top_k, threshold=body.threshold)
-        rows = [[{"text": h.text, "score": h.score, "id": h.id} for h in row] for row in hits]
+        rows = [[_hit(h) for h in row] for row in hits]
         return _json({"results": rows})
 
     return await service.run(queries, "query", work, request)
+
+
+def _hit(hit) -> dict:
+    found = {"text": hit.text, "score": hit.score, "id": hit.id}
+    return found if hit.key is None else found | {"key": hit.key}
 
 
 @functools.cache
@@ -387,7 +397,7 @@ def create_app(
     *,
     model_name: str,
     dimension: int,
-    index: SentenceIndex | None = None,
+    index: SentenceIndex | LanceIndex | None = None,
     limits: ServerLimits = ServerLimits(),
     count_tokens: Callable[[list[str], int], int] | None = None,
     allowed_hosts: Sequence[str] = LOOPBACK_NAMES,

@@ -1,0 +1,288 @@
+"""An index larger than memory: the corpus in a LanceDB table on disk (``sentcl index --backend lance``;
+``pip install 'sentcl[lance]'``).
+
+LanceDB is embedded (no server): the table is files in the index folder (``lance/``), read in pages, so
+a corpus of a billion rows is searched without holding its vectors in memory, and the same files can sit
+on object storage or be written by Ray or Spark. ``ivf_pq`` partitions the L2-normalised vectors into
+``partitions`` IVF cells and codes them by product quantization (``sub_vectors`` codes of 8 bits, so a
+384-d float32 vector of 1,536 bytes is 48 bytes in the index); a query visits ``nprobes`` cells, ranks by
+the codes and rescores the best ``refine_factor`` × top_k with the exact vectors read from disk (LanceDB's
+refine step) — the cosine a hit reports is exact. ``flat`` scans every vector (exact; the default below
+100,000 rows, as for the faiss index). The folder also holds ``index.json`` (backend, kind, size,
+dimension, the model, the search settings); each row keeps its position (a hit's ``id``), the id its input
+gave (a hit's ``key``) and its text.
+
+Build from vectors in batches (:meth:`LanceIndex.build`), from a corpus and an :class:`Embedder`, or from
+the Parquet shards ``sentcl encode --engine ray`` writes (:meth:`LanceIndex.from_shards`: shard by shard,
+never all of them in memory).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sentcl.atomic_write import atomic_folder
+from sentcl.embedder import DOCUMENT, QUERY, Embedder, for_role, require_finite
+from sentcl.extras import require
+from sentcl.search.index import FLAT_LIMIT, Hit, IndexFolderError
+
+KINDS = ("auto", "flat", "ivf_pq")
+TABLE = "corpus"
+#: rows per batch when vectors stream into the table
+BATCH_ROWS = 65_536
+
+Batch = tuple[Sequence[str], Sequence[str], np.ndarray]  # ids, texts, vectors [n, D]
+
+
+def _lancedb():
+    return require("lancedb", "lance", "a lance index")
+
+
+def _pyarrow():
+    return require("pyarrow", "lance", "a lance index")
+
+
+def default_partitions(rows: int) -> int:
+    """IVF cells: about √rows (LanceDB's guidance), at least 1, at most rows / 256 (each cell trains on
+    enough vectors)."""
+    return max(1, min(int(math.sqrt(rows)), rows // 256 or 1))
+
+
+def default_sub_vectors(dimension: int) -> int:
+    """PQ codes: one per 8 dimensions where that divides the dimension (384 → 48), else the largest divisor
+    of the dimension not above dimension / 8."""
+    target = max(1, dimension // 8)
+    return next(n for n in range(target, 0, -1) if dimension % n == 0)
+
+
+class LanceIndex:
+    backend = "lance"
+
+    def __init__(self, folder: Path, table: Any, meta: dict):
+        self.folder, self.table, self.meta = folder, table, meta
+        self.kind, self.model = meta["kind"], meta.get("model")
+        self.dimension, self.size = int(meta["dimension"]), int(meta["size"])
+        self.nprobes, self.refine_factor = int(meta["nprobes"]), int(meta["refine_factor"])
+
+    # ------------------------------------------------------------------------------------------ build
+    @classmethod
+    def build(
+        cls, folder: str | Path, batches: Iterable[Batch], model: str | None = None, kind: str = "auto",
+        partitions: int | None = None, sub_vectors: int | None = None, nprobes: int = 20,
+        refine_factor: int = 10, overwrite: bool = False,
+    ) -> LanceIndex:  # fmt: skip
+        """Stream ``batches`` (ids, texts, vectors) into a new index folder (written whole or not at all)."""
+        if kind not in KINDS:
+            raise ValueError(f"index kind {kind!r} is not one of {', '.join(KINDS)}")
+        pa = _pyarrow()
+        lancedb = _lancedb()
+        folder = Path(folder)
+        with atomic_folder(folder, "index", overwrite) as tmp:
+            first, rest = _peek(batches)
+            dimension = first[2].shape[1]
+            schema = pa.schema([
+                ("row", pa.int64()), ("key", pa.string()), ("text", pa.string()),
+                ("vector", pa.list_(pa.float32(), dimension)),
+            ])  # fmt: skip
+            counter = {"rows": 0}
+            records = _records(pa, schema, _chain(first, rest), dimension, counter)
+            table = lancedb.connect(str(tmp / "lance")).create_table(TABLE, data=records, schema=schema)
+            size = counter["rows"]
+            if kind == "auto":
+                kind = "flat" if size < FLAT_LIMIT else "ivf_pq"
+            meta: dict[str, Any] = {
+                "backend": "lance", "kind": kind, "size": size, "dimension": dimension, "model": model,
+                "nprobes": nprobes, "refine_factor": refine_factor,
+            }  # fmt: skip
+            if kind == "ivf_pq":
+                meta["partitions"] = partitions or default_partitions(size)
+                meta["sub_vectors"] = sub_vectors or default_sub_vectors(dimension)
+                if dimension % meta["sub_vectors"]:
+                    raise ValueError(
+                        f"sub_vectors {meta['sub_vectors']} does not divide the dimension {dimension}"
+                    )
+                config = require("lancedb.index", "lance", "a lance index").IvfPq(
+                    distance_type="cosine",
+                    num_partitions=meta["partitions"],
+                    num_sub_vectors=meta["sub_vectors"],
+                )
+                table.create_index("vector", config=config)
+            (tmp / "index.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+        return cls.load(folder)
+
+    @classmethod
+    def of_corpus(
+        cls, folder: str | Path, embedder: Embedder, corpus: Sequence[str], model: str | None = None,
+        batch_rows: int = BATCH_ROWS, **options: Any,
+    ) -> LanceIndex:  # fmt: skip
+        """Embed ``corpus`` (its document prompt) in batches of ``batch_rows`` and index it."""
+        corpus = list(corpus)
+        if not corpus:
+            raise ValueError("cannot index an empty corpus")
+        documents = for_role(embedder, DOCUMENT)
+
+        def batches() -> Iterator[Batch]:
+            for start in range(0, len(corpus), batch_rows):
+                texts = corpus[start : start + batch_rows]
+                vectors = require_finite(np.asarray(documents.encode(texts), dtype=np.float32), texts, model)
+                yield [str(i) for i in range(start, start + len(texts))], texts, vectors
+
+        return cls.build(folder, batches(), model=model, **options)
+
+    @classmethod
+    def from_shards(cls, shards: str | Path, folder: str | Path, **options: Any) -> LanceIndex:
+        """The Parquet shards of ``sentcl encode --engine ray`` (``shards``/part-*.parquet, with its
+        encode.json), read a batch at a time; the model recorded there is the index's."""
+        parquet = require("pyarrow.parquet", "lance", "a lance index")
+        shards = Path(shards)
+        files = sorted(shards.glob("part-*.parquet"))
+        if not files:
+            raise IndexFolderError(
+                f"{shards}: no part-*.parquet shards (written by sentcl encode --engine ray)"
+            )
+        try:
+            manifest = json.loads((shards / "encode.json").read_text(encoding="utf-8"))
+            settings, planned = manifest["settings"], len(manifest["shards"])
+        except (OSError, ValueError, KeyError, TypeError):
+            raise IndexFolderError(
+                f"{shards}/encode.json: missing or unreadable; not a folder sentcl encode --engine ray wrote"
+            ) from None
+        if settings.get("precision", "float32") != "float32":
+            raise IndexFolderError(
+                f"{shards}: the shards hold {settings['precision']} codes; a lance index is built from "
+                "float32 vectors (encode again without --precision)"
+            )
+        if len(files) != planned:
+            raise IndexFolderError(
+                f"{shards}: {len(files)} of its {planned} shards are written; finish the encode (run it "
+                "again) before indexing"
+            )
+
+        def batches() -> Iterator[Batch]:
+            for path in files:
+                for batch in parquet.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS):
+                    column = batch.column("vector")
+                    width = column.type.list_size
+                    vectors = column.values.to_numpy(zero_copy_only=False).reshape(-1, width)
+                    yield batch.column("id").to_pylist(), batch.column("text").to_pylist(), vectors
+
+        options.setdefault("model", settings.get("model"))
+        return cls.build(folder, batches(), **options)
+
+    # ------------------------------------------------------------------------------------------- load
+    @classmethod
+    def load(cls, folder: str | Path) -> LanceIndex:
+        folder = Path(folder)
+        meta_path = folder / "index.json"
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            size, dimension = int(meta["size"]), int(meta["dimension"])
+        except (OSError, ValueError, KeyError, TypeError):
+            raise IndexFolderError(f"{meta_path}: missing or unreadable; not a sentcl lance index") from None
+        try:
+            table = _lancedb().connect(str(folder / "lance")).open_table(TABLE)
+            rows = table.count_rows()
+            width = table.schema.field("vector").type.list_size
+        except (OSError, ValueError, KeyError, RuntimeError) as exc:
+            raise IndexFolderError(
+                f"{folder / 'lance'}: not the table index.json describes ({exc})"
+            ) from None
+        if rows != size or width != dimension:
+            raise IndexFolderError(
+                f"{folder}: index.json says {size} × {dimension}, the table holds {rows} × {width}; build it "
+                "again"
+            )
+        return cls(folder, table, meta)
+
+    # ----------------------------------------------------------------------------------------- search
+    def __len__(self) -> int:
+        return self.size
+
+    def check_dimension(self, dimension: int, model: str, where: str = "the index") -> None:
+        if dimension != self.dimension:
+            built = self.model or "an unrecorded model"
+            raise IndexFolderError(
+                f"{where} holds {self.dimension}-dim vectors (built with {built}), but {model} gives "
+                f"{dimension}-dim ones"
+            )
+
+    def search(
+        self, query_embeddings: np.ndarray, top_k: int = 5, threshold: float | None = None
+    ) -> list[list[Hit]]:
+        """For each query the ``top_k`` nearest rows by cosine (IVF-PQ candidates rescored exactly)."""
+        if top_k < 1:
+            raise ValueError(f"top_k must be at least 1, got {top_k}")
+        queries = np.atleast_2d(np.asarray(query_embeddings, dtype=np.float32))
+        self.check_dimension(queries.shape[1], "the query embedding")
+        results = []
+        for query in queries:
+            search = self.table.search(query, vector_column_name="vector").distance_type("cosine")
+            if self.kind == "ivf_pq":
+                search = search.nprobes(self.nprobes).refine_factor(self.refine_factor)
+            else:
+                search = search.bypass_vector_index()
+            found = search.select(["row", "key", "text"]).limit(min(top_k, self.size)).to_arrow()
+            hits = [
+                Hit(text, 1.0 - float(distance), int(row), key)
+                for row, key, text, distance in zip(
+                    *(found.column(c).to_pylist() for c in ("row", "key", "text", "_distance")), strict=True
+                )
+            ]
+            results.append([h for h in hits if threshold is None or h.score >= threshold])
+        return results
+
+    def query(
+        self, embedder: Embedder, queries: str | Sequence[str], top_k: int = 5, threshold: float | None = None
+    ) -> list[list[Hit]]:
+        queries = [queries] if isinstance(queries, str) else list(queries)
+        vectors = np.asarray(for_role(embedder, QUERY).encode(queries))
+        return self.search(vectors, top_k=top_k, threshold=threshold)
+
+    def hybrid_search(self, query_embeddings, queries, top_k: int = 5, depth: int = 100) -> list[list[Hit]]:
+        raise IndexFolderError(
+            f"{self.folder}: hybrid search (BM25 over the texts) needs the in-memory index (sentcl index "
+            "without --backend lance)"
+        )
+
+
+def _peek(batches: Iterable[Batch]) -> tuple[Batch, Iterator[Batch]]:
+    iterator = iter(batches)
+    for first in iterator:
+        if len(first[0]):
+            return first, iterator
+    raise ValueError("cannot index an empty corpus")
+
+
+def _chain(first: Batch, rest: Iterator[Batch]) -> Iterator[Batch]:
+    yield first
+    yield from rest
+
+
+def _records(pa, schema, batches: Iterator[Batch], dimension: int, counter: dict) -> Iterator[Any]:
+    """Record batches for the table: each row's position, key, text and L2-normalised vector."""
+    for ids, texts, vectors in batches:
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[1] != dimension:
+            raise IndexFolderError(
+                f"a batch of {vectors.shape[-1]}-dim vectors in an index of {dimension}-dim ones"
+            )
+        if not np.isfinite(vectors).all():
+            raise IndexFolderError("a vector with NaN or infinity; the encoder's output is broken")
+        vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        start = counter["rows"]
+        counter["rows"] += len(ids)
+        yield pa.record_batch(
+            [
+                pa.array(np.arange(start, start + len(ids), dtype=np.int64)),
+                pa.array([str(i) for i in ids], pa.string()),
+                pa.array(list(texts), pa.string()),
+                pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1)), dimension),
+            ],
+            schema=schema,
+        )

@@ -30,6 +30,21 @@ def test_flat_search_is_exact(data):
     assert hits[0][0].text == texts[ids[0][0]]
 
 
+def test_the_callers_vectors_are_left_as_they_were(data, tmp_path):
+    corpus, texts, queries = data
+    np.save(tmp_path / "v.npy", corpus)
+    mapped = np.load(tmp_path / "v.npy", mmap_mode="r")  # read-only: faiss's in-place normalising crashed on it
+    frozen = queries.copy()
+    frozen.flags.writeable = False
+    for kind in ("flat", "binary"):
+        index = SentenceIndex.build(mapped, texts, kind=kind)
+        index.search(frozen, top_k=3)
+    np.testing.assert_array_equal(mapped, corpus)
+    before = corpus.copy()
+    SentenceIndex.build(corpus, texts, kind="flat").search(queries, top_k=3)
+    np.testing.assert_array_equal(corpus, before)  # not normalised in place
+
+
 def test_ivf_with_every_cell_probed_equals_exact(data):
     corpus, texts, queries = data
     ivf = SentenceIndex.build(corpus, texts, kind="ivf", nlist=8, nprobe=8)

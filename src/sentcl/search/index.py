@@ -69,7 +69,9 @@ def _faiss():
 
 
 def _normalize(x: np.ndarray) -> np.ndarray:
-    x = np.ascontiguousarray(x, dtype=np.float32)
+    """Unit rows, in a copy: faiss normalises in place, and the caller's array (perhaps read-only, e.g.
+    memory-mapped) is not sentcl's to change."""
+    x = np.array(x, dtype=np.float32, order="C", copy=True)
     _faiss().normalize_L2(x)
     return x
 

@@ -78,6 +78,7 @@ def test_a_failed_shard_and_a_killed_actor_lose_no_row(local_ray, tiny_model_dir
                        dtype="fp32", pooler="avg", writer=DiesOnce)  # fmt: skip
     result = encode_with_ray(job)
     assert died.exists()
+    assert result.actors and min(result.actors.values()) > 10  # each actor's peak RSS, in MB
     assert list(result.failed) == ["part-00002"]
     assert "docs.jsonl:13: no text" in result.failed["part-00002"]
     ids, _ = shard_rows(tmp_path / "out")

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import resource
 import socket
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -108,7 +110,11 @@ class ShardWriter(SentenceEncoder):
             except Exception as exc:  # the job goes on; this shard is reported and redone next time
                 rows.append(0)
                 errors.append(str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}")
-        return {"shard": np.array(names), "rows": np.array(rows), "error": np.array(errors)}
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # this actor's peak so far, MB
+        return {
+            "shard": np.array(names), "rows": np.array(rows), "error": np.array(errors),
+            "pid": np.full(len(names), os.getpid()), "peak_rss_mb": np.full(len(names), peak),
+        }  # fmt: skip
 
     def write(self, shard: Shard) -> int:
         pa = require("pyarrow", "ray", "sentcl encode --engine ray")
@@ -169,6 +175,7 @@ class RayEncodeResult:
     kept: list[str] = field(default_factory=list)  # written by an earlier run of the job
     failed: dict[str, str] = field(default_factory=dict)
     rows: int = 0
+    actors: dict[int, float] = field(default_factory=dict)  # each actor process's peak RSS (MB)
 
 
 def encode_with_ray(job: RayEncodeJob) -> RayEncodeResult:
@@ -262,6 +269,8 @@ def run_shards(ray, job: RayEncodeJob, pending: list[Shard], result: RayEncodeRe
     rows = {s.name: s.rows for s in pending}
     with tqdm(total=sum(rows.values()), unit="row", desc=f"encoding {len(pending)} shard(s)") as bar:
         for batch in dataset.iter_batches(batch_size=None, batch_format="numpy"):
+            for pid, peak in zip(batch["pid"], batch["peak_rss_mb"], strict=True):
+                result.actors[int(pid)] = max(float(peak), result.actors.get(int(pid), 0.0))
             for name, error in zip(batch["shard"], batch["error"], strict=True):
                 name, error = str(name), str(error)
                 if error:

@@ -79,7 +79,8 @@ test: lint $(CHROMIUM) $(WORDNET)
 
 # sentcl against sentence-transformers on this machine (about 50 min on 2 cores, the students about 30 of them):
 # docs/benchmarks.md and docs/students.md explain it.
-# PARTS=encode (or train, sts, sts7, profile, students, comma-separated) runs those groups only; a part that fails is a
+# PARTS=encode (or train, sts, sts7, profile, students, comma-separated) runs those groups only; PARTS=scale
+# (not in the default: about 2 h) runs benchmarks/scale.py (docs/scale.md); a part that fails is a
 # row of the table with its error, and the rest still runs.
 PARTS ?= train,encode,sts,sts7,profile,students
 bench: $(STAMP) $(PEERS)

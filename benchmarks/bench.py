@@ -698,6 +698,7 @@ GROUPS = {
     "sts7": ("sts7-sentcl", "sts7-stand-in", "sts7-stand-in-auto"),
     "profile": ("profile",),
     "students": ("students",),  # benchmarks/students.py: the students' speed-quality frontier (~15 min)
+    "scale": ("scale",),  # benchmarks/scale.py: Ray encode and the lance index at 1M sentences (~2 h)
 }  # fmt: skip
 
 
@@ -779,6 +780,8 @@ def main() -> int:
     table = report(runs, args.device, time.perf_counter() - started, failures)
     if "students" in wanted and args.device == "cpu":
         table += "\n## Students: the speed-quality frontier\n\n" + students_section(args)
+    if "scale" in wanted and args.device == "cpu":
+        table += "\n## Scale: Ray encode and an index on disk\n\n" + scale_section(args)
     print(table)
     if args.out:
         Path(args.out).write_text(table, encoding="utf-8")
@@ -788,20 +791,32 @@ def main() -> int:
 
 
 def students_section(args) -> str:
-    """benchmarks/students.py in a process of its own, its table and figure beside ``--out``; a failure is
-    a line with its error, as a failed part is a row."""
+    """benchmarks/students.py in a process of its own, its table and figure beside ``--out``."""
+    folder = Path(args.out).parent if args.out else ROOT / "runs" / "bench"
+    options = ["--figure", str(folder / "students_frontier.png")]
+    quick = ["--quick", "--repeats", "1"]
+    section = script_section("students", args, options, quick)
+    return section + (f"\nFigure: {folder / 'students_frontier.png'}\n" if "FAILED" not in section else "")
+
+
+def scale_section(args) -> str:
+    """benchmarks/scale.py (issue 58, docs/scale.md: 1M sentences, about 2 h on 2 cores)."""
+    return script_section("scale", args, [], ["--rows", "3000"])
+
+
+def script_section(name: str, args, options: list[str], quick: list[str]) -> str:
+    """benchmarks/NAME.py in a process of its own, writing NAME.md and NAME.json beside ``--out``; its
+    table, or one line with its error, as a failed part is a row."""
     folder = Path(args.out).parent if args.out else ROOT / "runs" / "bench"
     command = [
-        sys.executable, str(ROOT / "benchmarks" / "students.py"), "--out", str(folder / "students.md"),
-        "--json", str(folder / "students.json"), "--figure", str(folder / "students_frontier.png"),
-    ] + (["--quick", "--repeats", "1"] if os.environ.get("SENTCL_BENCH_QUICK") else [])  # fmt: skip
+        sys.executable, str(ROOT / "benchmarks" / f"{name}.py"), "--out", str(folder / f"{name}.md"),
+        "--json", str(folder / f"{name}.json"), *options,
+    ] + (quick if os.environ.get("SENTCL_BENCH_QUICK") else [])  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     if done.returncode != 0:
         lines = (done.stderr or done.stdout).strip().splitlines() or ["no output"]
-        return f"students: FAILED: {lines[-1]}\n"
-    return (folder / "students.md").read_text(
-        encoding="utf-8"
-    ) + f"\nFigure: {folder / 'students_frontier.png'}\n"
+        return f"{name}: FAILED: {lines[-1]}\n"
+    return (folder / f"{name}.md").read_text(encoding="utf-8")
 
 
 def attempt(name: str, device: str, runs: dict[str, list[dict]], failures: dict[str, str]) -> None:

@@ -3,8 +3,8 @@ engine at 1 and 2 actors against the single-process ``sentcl encode``, then inde
 (IVF-PQ on disk) and faiss (in memory) and search them.
 
 The corpus: the shared wiki sentences and SciFact's sentences (its abstracts split by sentcl's corpus reader),
-repeated with a fixed shuffle per repetition until ROWS (so each sentence occurs about ROWS / 111k times). Each
-step runs in a process of its own (its peak RSS is that process's; a Ray job's actors report theirs):
+repeated with a fixed shuffle per repetition until ROWS (each sentence about ROWS / 116k times). Each step
+runs in a process of its own (its peak RSS is that process's; a Ray job's actors report theirs):
 
 * encode: wall time and sentences/s at ``--dtype`` (default auto, what a user gets); a Ray job's time
   includes starting Ray and its actors (as a user waits for it);
@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import random
-import resource
 import subprocess
 import sys
 import time
@@ -37,13 +36,11 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench import data_dir, model_path  # noqa: E402
 
+from sentcl.hardware import peak_rss_mb  # noqa: E402
+
 EQUAL_ROWS = 5_000
 QUERIES = 1_000
 TOP_K = 10
-
-
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def folder_mb(path: Path) -> float:
@@ -62,7 +59,7 @@ def unique_sentences() -> list[str]:
 
 
 def write_corpus(path: Path, rows: int) -> int:
-    """ROWS lines: the unique sentences, shuffled anew (seeded) on each repetition; returns the unique count."""
+    """``rows`` lines: the unique sentences, shuffled anew (seeded) each repetition; returns how many."""
     pool = unique_sentences()
     rng = random.Random(0)
     written = 0
@@ -145,7 +142,7 @@ def step_index(work: Path, backend: str, dtype: str) -> dict:
     return {
         "build_s": time.perf_counter() - start,
         "disk_mb": folder_mb(folder),
-        "peak_rss_mb": peak_rss_mb(),
+        "build_rss_mb": peak_rss_mb(),
     }
 
 
@@ -169,7 +166,7 @@ def step_search(work: Path, backend: str, dtype: str) -> dict:
     return {
         "open_s": opened, "p50_ms": 1e3 * float(np.percentile(latencies, 50)),
         "p99_ms": 1e3 * float(np.percentile(latencies, 99)), "recall@10": float(np.mean(recalls)),
-        "peak_rss_mb": peak_rss_mb(),
+        "search_rss_mb": peak_rss_mb(),
     }  # fmt: skip
 
 
@@ -222,7 +219,8 @@ def machine() -> str:
 
     lines = subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
     name = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("Model name")), "?")
-    return f"{name}, {len(os.sched_getaffinity(0))} cores, torch capability {torch.backends.cpu.get_cpu_capability()}"
+    capability = torch.backends.cpu.get_cpu_capability()
+    return f"{name}, {len(os.sched_getaffinity(0))} cores, torch capability {capability}"
 
 
 def measure(rows: int, work: Path, dtype: str) -> dict:
@@ -267,15 +265,17 @@ def report(results: dict) -> str:
     equal = results["equal"]
     lines += [
         "",
-        f"Vectors of the first {equal['rows']:,} rows in fp32, single process against Ray with 2 actors: largest "
-        f"difference {equal['max_abs_diff']:.1e}.",
+        f"Vectors of the first {equal['rows']:,} rows in fp32, single process against Ray with 2 actors: "
+        f"largest difference {equal['max_abs_diff']:.1e}.",
         "",
-        "| index | build (s) | on disk (MB) | peak RSS build / search (MB) | recall@10 | p50 (ms) | p99 (ms) |",
+        "| index | build (s) | on disk (MB) | peak RSS build / search (MB) | recall@10 | p50 (ms) | p99 (ms) "
+        "|",
         "|---|---|---|---|---|---|---|",
     ]
     for name, run in results["index"].items():
         lines.append(
-            f"| {name} | {run['build_s']:.1f} | {run['disk_mb']:.0f} | {run['peak_rss_mb']:.0f} | "
+            f"| {name} | {run['build_s']:.1f} | {run['disk_mb']:.0f} | {run['build_rss_mb']:.0f} / "
+            f"{run['search_rss_mb']:.0f} | "
             f"{run['recall@10']:.3f} | {run['p50_ms']:.2f} | {run['p99_ms']:.2f} |"
         )
     return "\n".join(lines) + "\n"

@@ -50,6 +50,7 @@ def test_the_top_help_is_timed_and_judged_against_its_target(bench):
 def test_parts_pick_groups_and_refuse_unknown_names(bench):
     assert {"encode-st-onnx-int8", "ceiling", "flops"} <= bench.chosen_parts("encode")
     assert "train-st" not in bench.chosen_parts("encode,sts")
+    assert "scale" in bench.chosen_parts("scale") and "scale" not in bench.chosen_parts("encode")
     with pytest.raises(SystemExit, match="choose from train, encode, sts, sts7, profile, students"):
         bench.chosen_parts("encod")
 

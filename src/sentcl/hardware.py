@@ -107,3 +107,17 @@ def resolve_device(name: str, where: str, local_rank: int = 0) -> torch.device:
     elif device.type == "mps" and not torch.backends.mps.is_available():
         raise ConfigError(f"{where}: {name}, but MPS is not available here; use auto or cpu")
     return device
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory in MB: Linux's VmHWM (its own memory's high-water mark; the
+    ``getrusage`` figure carries over a forked parent's across exec), else ``getrusage``'s."""
+    try:
+        for line in Path("/proc/self/status").read_text(encoding="utf-8").splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import resource
 import socket
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -38,6 +37,7 @@ from sentcl.data.shards import Fields, Shard, plan_shards, read_shard
 from sentcl.embedder import Batched, unit_rows
 from sentcl.errors import UserError
 from sentcl.extras import require
+from sentcl.hardware import peak_rss_mb
 from sentcl.model.inference import for_inference, load_encoder
 from sentcl.search.quantization import quantize
 
@@ -110,7 +110,7 @@ class ShardWriter(SentenceEncoder):
             except Exception as exc:  # the job goes on; this shard is reported and redone next time
                 rows.append(0)
                 errors.append(str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}")
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # this actor's peak so far, MB
+        peak = peak_rss_mb()  # this actor's so far
         return {
             "shard": np.array(names), "rows": np.array(rows), "error": np.array(errors),
             "pid": np.full(len(names), os.getpid()), "peak_rss_mb": np.full(len(names), peak),

@@ -163,9 +163,10 @@ def write_report(plan: Plan, rows: list[Row], starts: dict[str, dict]) -> None:
     if missing:
         lines += [f"**Partial**: the plan's runs not reported yet: {', '.join(missing)}.", ""]
     for start, first in starts.items():
-        lines += start_section(start, first)
         figure = plot_start(plan, start, first, [r for r in rows if r.start == start])
-        lines += [f"![test nDCG@10 from {start}]({figure.relative_to(plan.report.parent)})", ""]
+        intro, head = start_section(start, first)
+        image = f"![test nDCG@10 from {start}]({figure.relative_to(plan.report.parent)})"
+        lines += [*intro, image, "", *head]
         for row in (r for r in rows if r.start == start):
             spread = np.std(row.ndcg, ddof=1) if len(row.ndcg) > 1 else 0.0
             cells = [
@@ -195,18 +196,19 @@ def plot_start(plan: Plan, start: str, first: dict, rows: list[Row]) -> Path:
                             "test nDCG@10", f"{name}: adapted from {start}")  # fmt: skip
 
 
-def start_section(start: str, first: dict) -> list[str]:
+def start_section(start: str, first: dict) -> tuple[list[str], list[str]]:
+    """The start's paragraph, and the head of its table."""
     name, metrics = first["task"], first["metrics"]["start"]
     ndcg, recall = metrics[f"{name}_ndcg@10"], metrics[f"{name}_recall@100"]
     bm25, hybrid = metrics[f"{name}_bm25_ndcg@10"], metrics[f"{name}_hybrid_ndcg@10"]
     head = ["method", "lr (chosen on train)", "nDCG@10", "Recall@100", "− start [95 %]", "verdict"]
     head += ["− BM25 [95 %]", "verdict"]
-    return [
+    intro = [
         f"## From {start}", "",
         f"The start: nDCG@10 {ndcg:.2f}, Recall@100 {recall:.2f}; BM25 {bm25:.2f}; the start's hybrid "
         f"{hybrid:.2f} ({first['queries']} test queries).", "",
-        "| " + " | ".join(head) + " |", "|" + "---|" * len(head),
     ]  # fmt: skip
+    return intro, ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
 
 
 def selected(plan: Plan, starts: list[str] | None, methods: list[str] | None) -> tuple[list[str], list[str]]:

@@ -26,7 +26,10 @@ def test_a_tiny_study_reports_and_resumes(tmp_path, tiny_model_dir, domain, monk
     path.write_text(yaml.safe_dump(plan))
     assert domain_study.main([str(path), "--method", "tsdae"]) == 0  # a part of the plan: said so
     part = (tmp_path / "domain_study.md").read_text()
-    assert "| tsdae |" in part and "**Partial**: the plan's runs not reported yet: in-batch CT from tiny." in part
+    assert (
+        "| tsdae |" in part
+        and "**Partial**: the plan's runs not reported yet: in-batch CT from tiny." in part
+    )
     with pytest.raises(SystemExit, match="--method simcse: not in the plan, which has: in-batch CT, tsdae"):
         domain_study.main([str(path), "--method", "simcse"])
     assert domain_study.main([str(path)]) == 0
@@ -34,6 +37,8 @@ def test_a_tiny_study_reports_and_resumes(tmp_path, tiny_model_dir, domain, monk
     assert "Partial" not in report
     assert "## From tiny" in report and "| tsdae |" in report and "| in-batch CT |" in report
     assert "![test nDCG@10 from tiny](images/domain_tiny.png)" in report
+    table = report[report.index("| method |") :].split("\n\n")[0].splitlines()  # one table, unbroken
+    assert len(table) == 2 + 2 and all(line.startswith("|") for line in table)
     assert (tmp_path / "images" / "domain_tiny.png").stat().st_size > 1000
     runs = sorted(p.parent.relative_to(tmp_path / "study") for p in (tmp_path / "study").rglob("adapt.json"))
     # each method: both rates with the first seed, then the chosen rate with the second

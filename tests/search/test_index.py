@@ -33,7 +33,7 @@ def test_flat_search_is_exact(data):
 def test_the_callers_vectors_are_left_as_they_were(data, tmp_path):
     corpus, texts, queries = data
     np.save(tmp_path / "v.npy", corpus)
-    mapped = np.load(tmp_path / "v.npy", mmap_mode="r")  # read-only: faiss's in-place normalising crashed on it
+    mapped = np.load(tmp_path / "v.npy", mmap_mode="r")  # read-only: in-place normalising crashed
     frozen = queries.copy()
     frozen.flags.writeable = False
     for kind in ("flat", "binary"):

@@ -207,6 +207,29 @@ def test_server_without_index_refuses_search_with_409(tiny_model_dir, tmp_path):
         process.wait(timeout=30)
 
 
+def test_a_lance_index_is_served_with_each_hits_key(tiny_model_dir, tmp_path):
+    pytest.importorskip("lancedb")
+    from sentcl.search import LanceIndex
+
+    encoder = SentenceEncoder.load(str(tiny_model_dir))
+    index = LanceIndex.of_corpus(tmp_path / "lance", encoder, SENTENCES, model=str(tiny_model_dir))
+    args = [str(tiny_model_dir), "--index", str(tmp_path / "lance"), "--dtype", "fp32"]  # compared with fp32
+    process, url = start_server(args, tmp_path / "log")
+    try:
+        query = "a dog runs in the park"
+        body = httpx.post(f"{url}/search", json={"query": query, "top_k": 3}).json()
+        expected = index.query(encoder, query, top_k=3)[0]
+        assert [(h["id"], h["key"], h["text"]) for h in body["results"][0]] == [
+            (h.id, str(h.id), SENTENCES[h.id]) for h in expected
+        ]
+        hybrid = httpx.post(f"{url}/search/hybrid", json={"query": query})
+        assert hybrid.status_code == 409 and "in-memory index" in hybrid.json()["error"]["message"]
+        assert httpx.get(f"{url}/health").json()["index_size"] == len(SENTENCES)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
 def test_pickled_weights_are_refused_when_serving(tiny_model_dir, tmp_path):
     from transformers import AutoModel, AutoTokenizer
 

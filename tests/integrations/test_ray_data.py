@@ -24,8 +24,14 @@ ray = pytest.importorskip("ray")
 
 
 @pytest.fixture(scope="module")
-def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+def local_ray(tmp_path_factory):
+    # Ray's session files (logs, sockets) in this test's own temporary folder, not in /tmp/ray
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        _temp_dir=str(tmp_path_factory.mktemp("ray")),
+    )
     yield
     ray.shutdown()
 

@@ -86,12 +86,18 @@ def run_folder(plan: Plan, start: str, method: str, lr: float, seed: int) -> Pat
     return plan.output_dir / start / method / f"lr-{lr:g}" / f"seed-{seed}"
 
 
-def adapted(plan: Plan, start: str, method: str, lr: float, seed: int) -> dict:
+class NotRunError(LookupError):
+    """A run the report needs is not finished, and the study was asked not to train (``--report-only``)."""
+
+
+def adapted(plan: Plan, start: str, method: str, lr: float, seed: int, train: bool = True) -> dict:
     """One run's report (adapt.json), trained now or read back; an interrupted run resumes."""
     spec = plan.methods[method]
     folder = run_folder(plan, start, method, lr, seed)
     if (folder / "adapt.json").is_file():
         return json.loads((folder / "adapt.json").read_text(encoding="utf-8"))
+    if not train:
+        raise NotRunError(str(folder))
     model = start_model(plan, start)
     if "pretrain" in spec:  # the two-stage order: masked-LM on the domain first, from this start
         model = pretrained(spec["pretrain"], plan.output_dir / start / method / "pretrained", model)
@@ -106,11 +112,11 @@ def adapted(plan: Plan, start: str, method: str, lr: float, seed: int) -> dict:
     return json.loads((folder / "adapt.json").read_text(encoding="utf-8"))
 
 
-def chosen_on_train(plan: Plan, start: str, method: str) -> float:
+def chosen_on_train(plan: Plan, start: str, method: str, train: bool = True) -> float:
     """The learning rate whose first-seed run scored best on the choice judgements (its kept step's)."""
     scores = {}
     for lr in plan.learning_rates:
-        adapted(plan, start, method, lr, plan.seeds[0])
+        adapted(plan, start, method, lr, plan.seeds[0], train)
         folder = run_folder(plan, start, method, lr, plan.seeds[0])
         summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
         scores[lr] = summary["best_metrics"][summary["primary_metric"]]
@@ -128,9 +134,9 @@ class Row:
     versus_bm25: Difference
 
 
-def rows_of(plan: Plan, start: str, method: str) -> tuple[Row, dict]:
-    lr = chosen_on_train(plan, start, method)
-    reports = [adapted(plan, start, method, lr, seed) for seed in plan.seeds]
+def rows_of(plan: Plan, start: str, method: str, train: bool = True) -> tuple[Row, dict]:
+    lr = chosen_on_train(plan, start, method, train)
+    reports = [adapted(plan, start, method, lr, seed, train) for seed in plan.seeds]
     name = reports[0]["task"]
     key = f"{name}_ndcg@10"
     bootstrap = MeanBootstrap(reports[0]["queries"])
@@ -226,6 +232,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("plan", help="e.g. configs/domain/study.yaml")
     parser.add_argument("--start", action="append", help="only this start of the plan (repeatable)")
     parser.add_argument("--method", action="append", help="only this method of the plan (repeatable)")
+    parser.add_argument(
+        "--report-only", action="store_true",
+        help="train nothing: the report of the methods whose runs are all finished, the rest listed",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     plan = Plan.load(args.plan)
@@ -234,7 +244,13 @@ def main(argv: list[str] | None = None) -> int:
     firsts: dict[str, dict] = {}
     for start in starts:
         for method in methods:
-            row, first = rows_of(plan, start, method)
+            try:
+                row, first = rows_of(plan, start, method, train=not args.report_only)
+            except NotRunError as missing:
+                logging.getLogger(__name__).info(
+                    "%s from %s: not reported, %s is not finished", method, start, missing
+                )
+                continue
             rows.append(row)
             firsts.setdefault(start, first)
             write_report(plan, rows, firsts)

@@ -26,6 +26,8 @@ def test_a_tiny_study_reports_and_resumes(tmp_path, tiny_model_dir, domain, monk
     path.write_text(yaml.safe_dump(plan))
     assert domain_study.main([str(path), "--method", "tsdae"]) == 0  # a part of the plan: said so
     part = (tmp_path / "domain_study.md").read_text()
+    assert domain_study.main([str(path), "--report-only"]) == 0  # trains nothing, reports what is done
+    assert (tmp_path / "domain_study.md").read_text() == part
     assert (
         "| tsdae |" in part
         and "**Partial**: the plan's runs not reported yet: in-batch CT from tiny." in part

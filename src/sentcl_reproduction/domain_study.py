@@ -132,6 +132,7 @@ class Row:
     recall: list[float]
     versus_start: Difference
     versus_bm25: Difference
+    steps: list[int] = field(default_factory=list)  # the step each seed kept (0: the start, nothing beat it)
 
 
 def rows_of(plan: Plan, start: str, method: str, train: bool = True) -> tuple[Row, dict]:
@@ -147,8 +148,14 @@ def rows_of(plan: Plan, start: str, method: str, train: bool = True) -> tuple[Ro
         start, method, lr, [r["metrics"]["adapted"][key] for r in reports],
         [r["metrics"]["adapted"][f"{name}_recall@100"] for r in reports],
         bootstrap.compare("adapted", "start"), bootstrap.compare("adapted", "bm25"),
+        [kept_step(plan, start, method, lr, seed) for seed in plan.seeds],
     )  # fmt: skip
     return row, reports[0]
+
+
+def kept_step(plan: Plan, start: str, method: str, lr: float, seed: int) -> int:
+    folder = run_folder(plan, start, method, lr, seed)
+    return int(json.loads((folder / "summary.json").read_text(encoding="utf-8"))["best_step"])
 
 
 def verdict(difference: Difference) -> str:
@@ -178,6 +185,7 @@ def write_report(plan: Plan, rows: list[Row], starts: dict[str, dict]) -> None:
             cells = [
                 row.method,
                 f"{row.lr:g}",
+                ", ".join(map(str, row.steps)),
                 f"{np.mean(row.ndcg):.2f} ± {spread:.2f}",
                 f"{np.mean(row.recall):.2f}",
                 str(row.versus_start),
@@ -207,7 +215,8 @@ def start_section(start: str, first: dict) -> tuple[list[str], list[str]]:
     name, metrics = first["task"], first["metrics"]["start"]
     ndcg, recall = metrics[f"{name}_ndcg@10"], metrics[f"{name}_recall@100"]
     bm25, hybrid = metrics[f"{name}_bm25_ndcg@10"], metrics[f"{name}_hybrid_ndcg@10"]
-    head = ["method", "lr (chosen on train)", "nDCG@10", "Recall@100", "− start [95 %]", "verdict"]
+    head = ["method", "lr (chosen on train)", "step kept per seed (0: the start)", "nDCG@10", "Recall@100"]
+    head += ["− start [95 %]", "verdict"]
     head += ["− BM25 [95 %]", "verdict"]
     intro = [
         f"## From {start}", "",

@@ -41,6 +41,7 @@ def test_a_tiny_study_reports_and_resumes(tmp_path, tiny_model_dir, domain, monk
     assert "![test nDCG@10 from tiny](images/domain_tiny.png)" in report
     table = report[report.index("| method |") :].split("\n\n")[0].splitlines()  # one table, unbroken
     assert len(table) == 2 + 2 and all(line.startswith("|") for line in table)
+    assert len({line.count("|") for line in table}) == 1  # every row has the head's columns
     assert (tmp_path / "images" / "domain_tiny.png").stat().st_size > 1000
     runs = sorted(p.parent.relative_to(tmp_path / "study") for p in (tmp_path / "study").rglob("adapt.json"))
     # each method: both rates with the first seed, then the chosen rate with the second

@@ -18,6 +18,7 @@ INTERNAL = {
     "sentcl.serving.server.APIError": "the server answers it as a JSON error response",
     "sentcl.serving.server._TooLarge": "the server answers it with 413",
     "sentcl_reproduction.pipeline.StageNotDoneError": "--report-only names the stages not run yet",
+    "sentcl_reproduction.domain_study.NotRunError": "domain_study --report-only lists runs not done",
 }
 
 

@@ -26,7 +26,7 @@ import json
 import logging
 import os
 import socket
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -131,7 +131,7 @@ class ShardWriter(SentenceEncoder):
         return len(ids)
 
 
-SHARD_KEYS = ("name", "source", "format", "start", "stop")
+SHARD_KEYS = tuple(f.name for f in fields(Shard))  # a shard record's columns, in Shard's order
 
 
 @dataclass
@@ -241,9 +241,7 @@ def connect(ray, address: str | None) -> None:
         except OSError as exc:
             raise RayJobError(f"--address {address}: no Ray cluster answers there ({exc})") from None
     try:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False) if address else ray.init(
-            include_dashboard=False, log_to_driver=False
-        )
+        ray.init(address=address or None, include_dashboard=False, log_to_driver=False)
     except ConnectionError as exc:
         raise RayJobError(f"--address {address}: {exc}") from None
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +92,7 @@ class LanceIndex:
                 ("vector", pa.list_(pa.float32(), dimension)),
             ])  # fmt: skip
             counter = {"rows": 0}
-            records = _records(pa, schema, _chain(first, rest), dimension, counter)
+            records = _records(pa, schema, chain([first], rest), dimension, counter)
             table = lancedb.connect(str(tmp / "lance")).create_table(TABLE, data=records, schema=schema)
             size = counter["rows"]
             if kind == "auto":
@@ -257,11 +258,6 @@ def _peek(batches: Iterable[Batch]) -> tuple[Batch, Iterator[Batch]]:
         if len(first[0]):
             return first, iterator
     raise ValueError("cannot index an empty corpus")
-
-
-def _chain(first: Batch, rest: Iterator[Batch]) -> Iterator[Batch]:
-    yield first
-    yield from rest
 
 
 def _records(pa, schema, batches: Iterator[Batch], dimension: int, counter: dict) -> Iterator[Any]:

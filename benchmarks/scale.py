@@ -202,6 +202,14 @@ STEPS = {
 
 
 def run_step(name: str, work: Path, **options) -> dict:
+    """Run one step in a process of its own; its result is kept in WORK/steps.json, so a rerun after an
+    interruption starts at the first step not finished (delete the file to measure everything again)."""
+    done_file = work / "steps.json"
+    finished = json.loads(done_file.read_text(encoding="utf-8")) if done_file.exists() else {}
+    key = " ".join([name, *(f"{k}={v}" for k, v in sorted(options.items()))])
+    if key in finished:
+        print(f"{key}: done before, {finished[key]}", file=sys.stderr)
+        return finished[key]
     command = [sys.executable, __file__, "--step", name, "--work", str(work)]
     for key, value in options.items():
         command += [f"--{key.replace('_', '-')}", str(value)]
@@ -210,7 +218,11 @@ def run_step(name: str, work: Path, **options) -> dict:
     if done.returncode != 0:
         raise SystemExit(f"{name} {options}: failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    print(f"{name} {options}: {result}", file=sys.stderr)
+    print(f"{key}: {result}", file=sys.stderr)
+    finished[key] = result
+    temporary = done_file.with_suffix(".tmp")
+    temporary.write_text(json.dumps(finished, indent=2), encoding="utf-8")
+    temporary.replace(done_file)
     return result
 
 

@@ -133,6 +133,9 @@ class Row:
     versus_start: Difference
     versus_bm25: Difference
     steps: list[int] = field(default_factory=list)  # the step each seed kept (0: the start, nothing beat it)
+    hybrid: list[float] = field(default_factory=list)  # per seed: BM25 + the adapted model, fused by rank
+    hybrid_versus_bm25: Difference | None = None
+    hybrid_versus_dense: Difference | None = None  # the adapted model's hybrid against the adapted model
 
 
 def rows_of(plan: Plan, start: str, method: str, train: bool = True) -> tuple[Row, dict]:
@@ -144,11 +147,15 @@ def rows_of(plan: Plan, start: str, method: str, train: bool = True) -> tuple[Ro
     bootstrap.add("adapted", np.array([r["per_query"]["adapted"][key] for r in reports]))
     bootstrap.add("start", np.array(reports[0]["per_query"]["start"][key]))
     bootstrap.add("bm25", np.array(reports[0]["per_query"]["start"][f"{name}_bm25_ndcg@10"]))
+    hybrid = f"{name}_hybrid_ndcg@10"
+    bootstrap.add("adapted hybrid", np.array([r["per_query"]["adapted"][hybrid] for r in reports]))
     row = Row(
         start, method, lr, [r["metrics"]["adapted"][key] for r in reports],
         [r["metrics"]["adapted"][f"{name}_recall@100"] for r in reports],
         bootstrap.compare("adapted", "start"), bootstrap.compare("adapted", "bm25"),
         [kept_step(plan, start, method, lr, seed) for seed in plan.seeds],
+        [r["metrics"]["adapted"][hybrid] for r in reports],
+        bootstrap.compare("adapted hybrid", "bm25"), bootstrap.compare("adapted hybrid", "adapted"),
     )  # fmt: skip
     return row, reports[0]
 
@@ -158,8 +165,14 @@ def kept_step(plan: Plan, start: str, method: str, lr: float, seed: int) -> int:
     return int(json.loads((folder / "summary.json").read_text(encoding="utf-8"))["best_step"])
 
 
-def verdict(difference: Difference) -> str:
-    if not difference.distinguishable:
+def over_seeds(values: list[float]) -> str:
+    """Mean ± standard deviation over seeds (0 for one seed)."""
+    spread = np.std(values, ddof=1) if len(values) > 1 else 0.0
+    return f"{np.mean(values):.2f} ± {spread:.2f}"
+
+
+def verdict(difference: Difference | None) -> str:
+    if difference is None or not difference.distinguishable:
         return "not distinguishable"
     return "holds" if difference.delta > 0 else "fails"
 
@@ -181,12 +194,11 @@ def write_report(plan: Plan, rows: list[Row], starts: dict[str, dict]) -> None:
         image = f"![test nDCG@10 from {start}]({figure.relative_to(plan.report.parent)})"
         lines += [*intro, image, "", *head]
         for row in (r for r in rows if r.start == start):
-            spread = np.std(row.ndcg, ddof=1) if len(row.ndcg) > 1 else 0.0
             cells = [
                 row.method,
                 f"{row.lr:g}",
                 ", ".join(map(str, row.steps)),
-                f"{np.mean(row.ndcg):.2f} ± {spread:.2f}",
+                over_seeds(row.ndcg),
                 f"{np.mean(row.recall):.2f}",
                 str(row.versus_start),
                 verdict(row.versus_start),
@@ -194,7 +206,7 @@ def write_report(plan: Plan, rows: list[Row], starts: dict[str, dict]) -> None:
                 verdict(row.versus_bm25),
             ]
             lines.append("| " + " | ".join(cells) + " |")
-        lines.append("")
+        lines += ["", *hybrid_table([r for r in rows if r.start == start]), ""]
     plan.report.parent.mkdir(parents=True, exist_ok=True)
     plan.report.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
@@ -210,18 +222,44 @@ def plot_start(plan: Plan, start: str, first: dict, rows: list[Row]) -> Path:
                             "test nDCG@10", f"{name}: adapted from {start}")  # fmt: skip
 
 
+def hybrid_table(rows: list[Row]) -> list[str]:
+    """Each method's hybrid (BM25 + the adapted model by reciprocal rank fusion) against BM25 and against
+    the adapted model alone: "hybrid beats both" holds for a method when both intervals exclude 0 above."""
+    head = [
+        "method",
+        "hybrid nDCG@10",
+        "hybrid − BM25 [95 %]",
+        "verdict",
+        "hybrid − adapted [95 %]",
+        "verdict",
+    ]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in rows:
+        cells = [row.method, over_seeds(row.hybrid)]
+        for difference in (row.hybrid_versus_bm25, row.hybrid_versus_dense):
+            cells += [str(difference), verdict(difference)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return ["Hybrid search with each adapted model (BM25 + dense, reciprocal rank fusion):", "", *lines]
+
+
 def start_section(start: str, first: dict) -> tuple[list[str], list[str]]:
-    """The start's paragraph, and the head of its table."""
+    """The start's paragraph (its hybrid against BM25 and against the start alone, paired over queries),
+    and the head of its table."""
     name, metrics = first["task"], first["metrics"]["start"]
     ndcg, recall = metrics[f"{name}_ndcg@10"], metrics[f"{name}_recall@100"]
     bm25, hybrid = metrics[f"{name}_bm25_ndcg@10"], metrics[f"{name}_hybrid_ndcg@10"]
+    bootstrap = MeanBootstrap(first["queries"])
+    for label, key in (("start", "ndcg@10"), ("bm25", "bm25_ndcg@10"), ("hybrid", "hybrid_ndcg@10")):
+        bootstrap.add(label, np.array(first["per_query"]["start"][f"{name}_{key}"]))
+    over_bm25, over_start = bootstrap.compare("hybrid", "bm25"), bootstrap.compare("hybrid", "start")
     head = ["method", "lr (chosen on train)", "step kept per seed (0: the start)", "nDCG@10", "Recall@100"]
     head += ["− start [95 %]", "verdict"]
     head += ["− BM25 [95 %]", "verdict"]
     intro = [
         f"## From {start}", "",
         f"The start: nDCG@10 {ndcg:.2f}, Recall@100 {recall:.2f}; BM25 {bm25:.2f}; the start's hybrid "
-        f"{hybrid:.2f} ({first['queries']} test queries).", "",
+        f"{hybrid:.2f} ({first['queries']} test queries). The start's hybrid − BM25: {over_bm25} "
+        f"({verdict(over_bm25)}); − the start: {over_start} ({verdict(over_start)}).", "",
     ]  # fmt: skip
     return intro, ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
 

@@ -42,6 +42,9 @@ def test_a_tiny_study_reports_and_resumes(tmp_path, tiny_model_dir, domain, monk
     table = report[report.index("| method |") :].split("\n\n")[0].splitlines()  # one table, unbroken
     assert len(table) == 2 + 2 and all(line.startswith("|") for line in table)
     assert len({line.count("|") for line in table}) == 1  # every row has the head's columns
+    hybrid = report[report.index("| method | hybrid nDCG@10 |") :].split("\n\n")[0].splitlines()
+    assert [line.split(" | ")[0] for line in hybrid[2:]] == [line.split(" | ")[0] for line in table[2:]]
+    assert len({line.count("|") for line in hybrid}) == 1 and "The start's hybrid − BM25: " in report
     assert (tmp_path / "images" / "domain_tiny.png").stat().st_size > 1000
     runs = sorted(p.parent.relative_to(tmp_path / "study") for p in (tmp_path / "study").rglob("adapt.json"))
     # each method: both rates with the first seed, then the chosen rate with the second

@@ -211,8 +211,8 @@ def run_step(name: str, work: Path, **options) -> dict:
         print(f"{key}: done before, {finished[key]}", file=sys.stderr)
         return finished[key]
     command = [sys.executable, __file__, "--step", name, "--work", str(work)]
-    for key, value in options.items():
-        command += [f"--{key.replace('_', '-')}", str(value)]
+    for option, value in options.items():
+        command += [f"--{option.replace('_', '-')}", str(value)]
     env = os.environ | {"TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1", "RAY_worker_niceness": "0"}
     done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
     if done.returncode != 0:

@@ -1,6 +1,6 @@
 """Beyond one machine, measured on this one (issue 58, docs/scale.md): encode ROWS sentences with the Ray
 engine at 1 and 2 actors against the single-process ``sentcl encode``, then index the vectors with LanceDB
-(IVF-PQ on disk) and faiss (in memory) and search them.
+(IVF-PQ on disk) and faiss (in memory, and with its lists on disk) and search them.
 
 The corpus: the shared wiki sentences and SciFact's sentences (its abstracts split by sentcl's corpus reader),
 repeated with a fixed shuffle per repetition until ROWS (each sentence about ROWS / 116k times). Each step
@@ -9,8 +9,9 @@ runs in a process of its own (its peak RSS is that process's; a Ray job's actors
 * encode: wall time and sentences/s at ``--dtype`` (default auto, what a user gets); a Ray job's time
   includes starting Ray and its actors (as a user waits for it);
 * equal: the first ``EQUAL_ROWS`` rows in fp32 by both engines, the largest difference of a coordinate;
-* index: build time, size on disk, peak RSS, for faiss as ``sentcl index`` builds it (IVF from 100k rows) and
-  LanceDB IVF-PQ (√rows cells, dimension / 8 codes, refine factor 10);
+* index: build time, size on disk, peak RSS, for faiss as ``sentcl index`` builds it (IVF from 100k
+  rows), faiss with the same cells but its inverted lists on disk (OnDiskInvertedLists,
+  faiss.contrib.ondisk), and LanceDB IVF-PQ (√rows cells, dimension / 8 codes, refine factor 10);
 * search: 1,000 SciFact claims as queries, one at a time: latency p50 / p99, and recall@10 against exact
   search (faiss flat). The corpus repeats sentences, so recall counts a returned row as right when its exact
   cosine reaches the exact 10th best (ties between copies are not misses).
@@ -134,6 +135,8 @@ def step_index(work: Path, backend: str, dtype: str) -> dict:
                 yield [str(i) for i in range(at, at + len(part))], [""] * len(part), part
 
         LanceIndex.build(folder, batches(), model="all-MiniLM-L6-v2", overwrite=True)
+    elif backend == "faiss-on-disk":
+        build_faiss_on_disk(vectors, folder)
     else:
         from sentcl.search import SentenceIndex
 
@@ -146,21 +149,77 @@ def step_index(work: Path, backend: str, dtype: str) -> dict:
     }
 
 
+ON_DISK_SAMPLE = 256_000  # rows the on-disk IVF's cells are trained on (64 a cell at 1M rows)
+ON_DISK_SHARD = 200_000  # rows added to an in-memory shard before it is merged into the lists on disk
+
+
+def build_faiss_on_disk(vectors: np.ndarray, folder: Path) -> None:
+    """faiss's recipe for an IVF larger than memory (faiss.contrib.ondisk): the cells trained on a sample,
+    the rows added shard by shard to in-memory copies, then merged into one inverted-lists file
+    (OnDiskInvertedLists) that a search maps rather than reads. The cells and nprobe of ``sentcl index``'s
+    in-memory IVF (4√rows cells, 16 probed), so the two differ in where the lists live."""
+    import faiss
+    from faiss.contrib.ondisk import merge_ondisk
+
+    rows, dim = vectors.shape
+    cells = max(1, min(rows // 39, int(4 * np.sqrt(rows))))
+    index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, cells, faiss.METRIC_INNER_PRODUCT)
+    sample = np.sort(np.random.default_rng(0).choice(rows, size=min(rows, ON_DISK_SAMPLE), replace=False))
+    index.train(unit(vectors[sample]))
+    folder.mkdir(parents=True, exist_ok=True)
+    shards = []
+    for at in range(0, rows, ON_DISK_SHARD):
+        shard = faiss.clone_index(index)
+        part = unit(vectors[at : at + ON_DISK_SHARD])
+        shard.add_with_ids(part, np.arange(at, at + len(part), dtype=np.int64))
+        shards.append(str(folder / f"shard-{len(shards)}.faiss"))
+        faiss.write_index(shard, shards[-1])
+        del shard
+    merge_ondisk(index, shards, str(folder / "lists.ivfdata"))
+    faiss.write_index(index, str(folder / "index.faiss"))
+    for shard_file in shards:
+        Path(shard_file).unlink()
+
+
+def on_disk_searcher(folder: Path):
+    import faiss
+
+    index = faiss.read_index(str(folder / "index.faiss"), faiss.IO_FLAG_ONDISK_SAME_DIR)
+    index.nprobe = 16
+
+    def search(query: np.ndarray) -> list[int]:
+        _, ids = index.search(unit(query[None, :]), TOP_K)
+        return [int(i) for i in ids[0] if i >= 0]
+
+    return search
+
+
 def step_search(work: Path, backend: str, dtype: str) -> dict:
+    if backend == "faiss-on-disk":
+        return search_loop(work, dtype, lambda: on_disk_searcher(work / f"index-{backend}"))
     from sentcl.search import load_index
+
+    def sentcl_searcher():
+        index = load_index(work / f"index-{backend}")
+        return lambda query: [hit.id for hit in index.search(query[None, :], top_k=TOP_K)[0]]
+
+    return search_loop(work, dtype, sentcl_searcher)
+
+
+def search_loop(work: Path, dtype: str, open_index) -> dict:
 
     wanted = np.load(work / "exact.npy")  # [Q, 2]: the exact 10th-best cosine and, for the check, the best
     vectors = np.load(work / f"single-{dtype}.npy", mmap_mode="r")
     asked = np.load(work / "queries.npy")
     start = time.perf_counter()
-    index = load_index(work / f"index-{backend}")
+    search = open_index()
     opened = time.perf_counter() - start
     latencies, recalls = [], []
     for query, (tenth, _) in zip(asked, wanted, strict=True):
         begin = time.perf_counter()
-        (hits,) = index.search(query[None, :], top_k=TOP_K)
+        ids = search(query)
         latencies.append(time.perf_counter() - begin)
-        rows = np.asarray(vectors[[h.id for h in hits]], dtype=np.float32)
+        rows = np.asarray(vectors[ids], dtype=np.float32)
         exact = rows @ query / (np.linalg.norm(rows, axis=1) * np.linalg.norm(query))
         recalls.append(float(np.mean(exact >= tenth - 1e-5)))
     return {
@@ -191,6 +250,11 @@ def step_exact(work: Path, dtype: str) -> dict:
     return {"queries": len(asked)}
 
 
+INDEXES = (
+    ("auto", "faiss IVF (in memory)"),
+    ("faiss-on-disk", "faiss IVF, lists on disk"),
+    ("lance", "lance IVF-PQ (on disk)"),
+)
 STEPS = {
     "encode-single": lambda a: step_encode_single(a.work, a.dtype, a.rows_file),
     "encode-ray": lambda a: step_encode_ray(a.work, a.dtype, a.rows_file, a.actors),
@@ -254,7 +318,7 @@ def measure(rows: int, work: Path, dtype: str) -> dict:
     results["equal"] = run_step("equal", work)
     run_step("exact", work, dtype=dtype)
     results["index"] = {}
-    for backend, label in (("auto", "faiss (in memory)"), ("lance", "lance IVF-PQ (on disk)")):
+    for backend, label in INDEXES:
         built = run_step("index", work, backend=backend, dtype=dtype)
         results["index"][label] = built | run_step("search", work, backend=backend, dtype=dtype)
     return results

@@ -118,6 +118,7 @@ class SentenceTransformersContract:
     truncate_dim: int | None = None
     #: the prompt ``encode`` puts before texts when it is given neither a prompt nor a prompt name
     default_prompt_name: str | None = None
+    _max_batch_tokens: int | None = None
     _similarity_fn_name: str | None = None
     _prompts: dict[str, str]
 
@@ -345,6 +346,19 @@ class SentenceTransformersContract:
         if isinstance(value, bool) or not isinstance(value, int) or value < 2:
             raise EncodeArgumentError(f"max_seq_length must be an integer ≥ 2, got {value!r}")
         self.max_length = value
+
+    @property
+    def max_batch_tokens(self) -> int | None:
+        """sentcl's own: a batch of ``encode`` also holds at most this many tokens with its padding (rows ×
+        its longest text), so long texts go in smaller batches (memory bounded by tokens, not by rows);
+        None (the default): ``batch_size`` rows whatever their length. The vectors do not change."""
+        return self._max_batch_tokens
+
+    @max_batch_tokens.setter
+    def max_batch_tokens(self, value: int | None) -> None:
+        if value is not None:
+            _require_positive(value, "max_batch_tokens")
+        object.__setattr__(self, "_max_batch_tokens", value)
 
     def tokenize(self, texts: Sequence[str]) -> dict[str, torch.Tensor]:
         """The padded token tensors ``texts`` encode with (``input_ids``, ``attention_mask``, …)."""

@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 import torch
 from transformers import AutoTokenizer
@@ -58,3 +59,21 @@ def test_group_by_length_keeps_every_example_and_cuts_padding():
 
     assert padding(grouped) < 0.5 * padding(order)
     assert len(grouped[16 * 64 :]) == 1030 - 16 * 64  # the partial batch stays last
+
+
+def test_a_token_budget_bounds_each_sorted_batch_and_keeps_every_row_once(tokenizer):
+    from sentcl.data.collate import batch_bounds, sorted_batches
+
+    assert batch_bounds(np.array([9, 5, 4, 2, 2, 1]), 4, None) == [(0, 4), (4, 6)]
+    # 10 tokens: one row of 9, two of 5 (5, 4), four of 2 (capped by batch_size 4 it would be 4 anyway)
+    assert batch_bounds(np.array([9, 5, 4, 2, 2, 1]), 4, 10) == [(0, 1), (1, 3), (3, 6)]
+    assert batch_bounds(np.array([30, 3]), 8, 10) == [(0, 1), (1, 2)]  # longer than the budget: alone
+    sentences = [" ".join(["word"] * n) for n in (1, 30, 2, 12, 7, 3, 25, 1)]
+    seen = []
+    for rows, batch in sorted_batches(tokenizer, sentences, 64, 8, False, max_tokens=40):
+        assert batch.input_ids.shape[0] == 1 or batch.input_ids.shape[0] * batch.input_ids.shape[2] <= 40
+        seen += rows.tolist()
+    assert sorted(seen) == list(range(len(sentences)))
+    for bad in (0, True, 2.5):
+        with pytest.raises(ValueError, match="max_tokens must be a positive integer"):
+            next(sorted_batches(tokenizer, sentences, 64, 8, False, max_tokens=bad))

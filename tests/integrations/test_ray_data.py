@@ -12,6 +12,7 @@ from sentcl.cli.main import main
 from sentcl.integrations.ray_data import (
     RayEncodeJob,
     RayJobError,
+    SentenceEncoder,
     ShardWriter,
     connect,
     encode_with_ray,
@@ -46,7 +47,8 @@ def test_two_actors_write_the_vectors_sentcl_encode_gives_and_resume(
         main(["encode", str(tiny_model_dir), str(corpus), "--out", str(tmp_path / "local.npy"), *common]) == 0
     )
     ray_args = ["encode", str(tiny_model_dir), str(corpus), "--out", str(tmp_path / "shards"), *common,
-                "--engine", "ray", "--actors", "2", "--rows-per-shard", "7"]  # fmt: skip
+                "--engine", "ray", "--actors", "2", "--rows-per-shard", "7",
+                "--batch-tokens", "20"]  # a token budget: other batches, the same vectors  # fmt: skip
     assert main(ray_args) == 0
     ids, vectors = shard_rows(tmp_path / "shards")
     rows = len(SENTENCES) * 4
@@ -64,6 +66,13 @@ def test_two_actors_write_the_vectors_sentcl_encode_gives_and_resume(
     assert main([*ray_args[:4], str(tmp_path / "mine"), *ray_args[5:]]) == 2
     assert "holds 'notes.txt', which sentcl did not write" in capsys.readouterr().err
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
+
+
+def test_the_encoder_of_a_ray_pipeline_takes_a_token_budget(tiny_model_dir):
+    encoder = SentenceEncoder(str(tiny_model_dir), dtype="fp32", batch_tokens=64)
+    assert encoder.embedder.encoder.max_batch_tokens == 64
+    got = encoder({"text": np.array(["a dog runs", "a cat"])})
+    assert got["embedding"].shape == (2, encoder.embedder.encoder.dimension)
 
 
 def test_a_failed_shard_and_a_killed_actor_lose_no_row(local_ray, tiny_model_dir, tmp_path):

@@ -147,3 +147,16 @@ def test_nan_embeddings_are_refused_naming_the_first_sentence(tiny_model_dir):
         EmbeddingError, match=r"NaN or infinite embedding values for 2 of 2 sentences .*'a dog'"
     ):
         encoder.encode(["a dog", "a cat"])
+
+
+def test_a_token_budget_changes_the_batches_not_the_vectors(tiny_model_dir):
+    sentences = [" ".join(["word"] * n) + f" {n}" for n in (1, 40, 3, 17, 2, 29, 8, 1, 12)]
+    encoder = SentenceEncoder.load(str(tiny_model_dir))
+    plain = encoder.encode(sentences, batch_size=8)
+    encoder.max_batch_tokens = 30  # most batches of one or two rows here
+    np.testing.assert_allclose(encoder.encode(sentences, batch_size=8), plain, atol=1e-6)
+    for bad in (0, -3, True, 1.5):
+        with pytest.raises(ValueError, match="max_batch_tokens must be a positive integer"):
+            encoder.max_batch_tokens = bad
+    encoder.max_batch_tokens = None
+    assert encoder.max_batch_tokens is None

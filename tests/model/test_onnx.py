@@ -25,6 +25,8 @@ def test_fp32_export_equals_the_encoder_and_int8_stays_close(tmp_path, tiny_mode
     expected = encoder.encode(TEXTS)
     fp32 = OnnxEncoder.load(export_onnx(encoder, tmp_path / "fp32"))
     np.testing.assert_allclose(fp32.encode(TEXTS, batch_size=3), expected, atol=1e-5)
+    fp32.max_batch_tokens = 12  # batches bounded by tokens: other batches, the same vectors
+    np.testing.assert_allclose(fp32.encode(TEXTS, batch_size=3), expected, atol=1e-5)
     assert (fp32.pooler, fp32.dimension, fp32.precision) == (pooler, encoder.dimension, "fp32")
     assert encoder.training is False and encoder.device.type == "cpu"  # the export leaves it as it was
     int8 = OnnxEncoder.load(export_onnx(encoder, tmp_path / "int8", int8=True))

@@ -14,11 +14,11 @@ from sentcl.model.parallel import encode_on_devices
 from tests.conftest import SENTENCES
 
 
-def test_two_cpu_processes_give_one_process_vectors_in_order(tiny_model_dir):
+def test_two_cpu_processes_give_one_process_vectors_in_order(tiny_model_dir):  # and a token budget
     sentences = [f"{s} number {i}" for i, s in enumerate(SENTENCES * 25)]  # 300, in several chunks
     alone = SentenceEncoder.load(str(tiny_model_dir)).encode(sentences)
     spread = encode_on_devices(str(tiny_model_dir), sentences, ["cpu", "cpu"], dtype="fp32", batch_size=16,
-                               show_progress=False)  # fmt: skip
+                               show_progress=False, batch_tokens=40)  # fmt: skip
     assert spread.shape == alone.shape
     np.testing.assert_allclose(spread, alone, atol=1e-5)
 

@@ -37,6 +37,11 @@ def add_parser(commands) -> None:
     p.add_argument("--pooler", type=pooler_argument)
     p.add_argument("--normalize", action="store_true", help="L2-normalise the rows")
     p.add_argument("--batch-size", type=positive_int, default=128)
+    p.add_argument(
+        "--batch-tokens", type=positive_int,
+        help="a batch also holds at most this many tokens with its padding (rows × its longest text): long "
+        "texts go in smaller batches, so memory is bounded by tokens, not rows (default: no bound)",
+    )  # fmt: skip
     p.add_argument("--overwrite", action="store_true", help="replace a file already at --out")
     prompt = p.add_mutually_exclusive_group()
     prompt.add_argument("--prompt-name", help="one of the model's saved prompts (e.g. query, document)")
@@ -97,7 +102,7 @@ def run_command(args: argparse.Namespace) -> int:
         pooler = args.pooler or "the model's"
         on_devices = partial(
             encode_on_devices, args.model, devices=devices, dtype=args.dtype, pooler=args.pooler,
-            allow_pickle=args.allow_pickle, batch_size=args.batch_size,
+            allow_pickle=args.allow_pickle, batch_size=args.batch_size, batch_tokens=args.batch_tokens,
         )  # fmt: skip
 
         def on_all(texts, **options) -> np.ndarray:
@@ -107,6 +112,7 @@ def run_command(args: argparse.Namespace) -> int:
     else:
         args.device = devices[0]
         encoder = inference_encoder(args)
+        encoder.max_batch_tokens = args.batch_tokens
         pooler = encoder.pooler
         encode = Batched(encoder, args.batch_size, dim=dimensions(args.dim, encoder.dimension)).encode
 
@@ -170,7 +176,8 @@ def run_on_ray(args: argparse.Namespace) -> int:
     job = RayEncodeJob(
         args.model, args.input, args.out, address=args.address, actors=args.actors,
         cpus_per_actor=args.cpus_per_actor, gpus_per_actor=args.gpus_per_actor,
-        rows_per_shard=args.rows_per_shard, batch_size=args.batch_size, dtype=args.dtype, pooler=args.pooler,
+        rows_per_shard=args.rows_per_shard, batch_size=args.batch_size, batch_tokens=args.batch_tokens,
+        dtype=args.dtype, pooler=args.pooler,
         normalize=args.normalize, dim=args.dim,
         precision=args.precision, ranges=_read_ranges(args.ranges).tolist() if args.ranges else None,
         prompt_name=args.prompt_name, prompt=args.prompt, fields=Fields(args.id_field, args.text_field),

@@ -87,18 +87,42 @@ def tokenize_texts(
     return TokenizedColumn(ids)
 
 
-def sorted_batches(tokenizer, sentences: list[str], max_length: int, batch_size: int, show_progress=None):
+def sorted_batches(
+    tokenizer, sentences: list[str], max_length: int, batch_size: int, show_progress=None,
+    max_tokens: int | None = None,
+):  # fmt: skip
     """Tokenise ``sentences`` once and yield ``(rows, Batch [n, 1, L])`` from the longest to the shortest
-    sentence, so each batch holds sentences of similar length (little padding): how models encode."""
+    sentence, so each batch holds sentences of similar length (little padding): how models encode.
+    ``max_tokens``: a batch also holds at most this many tokens with its padding (rows × its longest), so
+    a batch of long texts has fewer rows than one of short texts (a text longer than the budget alone)."""
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    if max_tokens is not None and (
+        isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
+    ):
+        raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
     tokens = tokenize_texts(tokenizer, sentences, max_length, desc="tokenising")
-    order = np.argsort(-tokens.lengths(), kind="stable")
+    lengths = tokens.lengths()
+    order = np.argsort(-lengths, kind="stable")
     pad = int(tokenizer.pad_token_id or 0)
+    bounds = batch_bounds(lengths[order], batch_size, max_tokens)
     show = show_progress if show_progress is not None else len(sentences) > 5 * batch_size
-    for start in tqdm(range(0, len(order), batch_size), desc="encoding", unit="batch", disable=not show):
-        rows = order[start : start + batch_size]
+    for start, end in tqdm(bounds, desc="encoding", unit="batch", disable=not show):
+        rows = order[start:end]
         yield rows, collate_views([(int(i), [tokens[int(i)]]) for i in rows], pad)
+
+
+def batch_bounds(lengths: np.ndarray, batch_size: int, max_tokens: int | None) -> list[tuple[int, int]]:
+    """``(start, end)`` of each batch over ``lengths`` sorted longest first: ``batch_size`` rows, fewer
+    where ``max_tokens`` allows fewer of the batch's first (longest) length; at least one row."""
+    bounds, start = [], 0
+    while start < len(lengths):
+        rows = (
+            batch_size if max_tokens is None else min(batch_size, max(1, max_tokens // int(lengths[start])))
+        )
+        bounds.append((start, min(start + rows, len(lengths))))
+        start += rows
+    return bounds
 
 
 class ContrastiveDataset(torch.utils.data.Dataset):

@@ -65,7 +65,7 @@ class SentenceEncoder:
         self, model: str, dtype: str = "auto", pooler: str | None = None, batch_size: int = 128,
         normalize: bool = False, dim: int | None = None, prompt_name: str | None = None,
         prompt: str | None = None, device: str = "cpu", allow_pickle: bool = False,
-        threads: int | None = None,
+        threads: int | None = None, batch_tokens: int | None = None,
         text_column: str = "text", output_column: str = "embedding",
     ):  # fmt: skip
         if threads:
@@ -75,6 +75,7 @@ class SentenceEncoder:
         encoder = for_inference(
             load_encoder(model, pooler=pooler, allow_pickle=allow_pickle), dtype, device=device
         )
+        encoder.max_batch_tokens = batch_tokens  # a batch of long texts holds fewer of them
         self.embedder = Batched(encoder, batch_size, show_progress=False, dim=dim)
         self.normalize, self.prompt_name, self.prompt = normalize, prompt_name, prompt
         self.text_column, self.output_column = text_column, output_column
@@ -145,6 +146,7 @@ class RayEncodeJob:
     gpus_per_actor: float = 0
     rows_per_shard: int = 100_000
     batch_size: int = 128
+    batch_tokens: int | None = None  # a batch also holds at most this many tokens (rows × its longest)
     dtype: str = "auto"
     pooler: str | None = None
     normalize: bool = False
@@ -255,7 +257,7 @@ def run_shards(ray, job: RayEncodeJob, pending: list[Shard], result: RayEncodeRe
         "model": job.model, "dtype": job.dtype, "pooler": job.pooler, "batch_size": job.batch_size,
         "normalize": job.normalize, "dim": job.dim, "prompt_name": job.prompt_name, "prompt": job.prompt,
         "device": "cuda" if job.gpus_per_actor else "cpu", "allow_pickle": job.allow_pickle,
-        "threads": max(1, int(job.cpus_per_actor)),
+        "threads": max(1, int(job.cpus_per_actor)), "batch_tokens": job.batch_tokens,
     }  # fmt: skip
     records = [s.as_dict() for s in pending]
     dataset = ray.data.from_items(records, override_num_blocks=len(records)).map_batches(

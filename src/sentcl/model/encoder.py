@@ -568,7 +568,9 @@ class SentenceEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
         self.eval()
         autocast = self.inference_autocast
         precision = torch.autocast(self.device.type, dtype=autocast, enabled=autocast is not None)
-        batches = sorted_batches(self.tokenizer, sentences, self.max_length, batch_size, show_progress)
+        batches = sorted_batches(
+            self.tokenizer, sentences, self.max_length, batch_size, show_progress, self.max_batch_tokens
+        )
         try:
             with torch.inference_mode(), precision:
                 for idx, batch in batches:

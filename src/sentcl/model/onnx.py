@@ -244,7 +244,7 @@ class OnnxEncoder(PromptRoles, SentenceTransformersContract):
         out is marked in the mask, which the graph of such a model reads (model/pooling.py)."""
         out = np.empty((len(sentences), self.dimension), dtype=np.float32)
         for idx, batch in sorted_batches(
-            self.tokenizer, sentences, self.max_length, batch_size, show_progress
+            self.tokenizer, sentences, self.max_length, batch_size, show_progress, self.max_batch_tokens
         ):
             feeds = {
                 "input_ids": batch.input_ids[:, 0].numpy(),

@@ -27,13 +27,17 @@ from sentcl.hardware import resolve_device
 _WORKER: dict = {}
 
 
-def _start(devices, model: str, dtype: str, pooler: str | None, allow_pickle: bool, threads: int) -> None:
+def _start(
+    devices, model: str, dtype: str, pooler: str | None, allow_pickle: bool, batch_tokens: int | None,
+    threads: int,
+) -> None:  # fmt: skip
     from sentcl.model.inference import for_inference, load_encoder
 
     device = devices.get()
     if device.startswith("cpu"):
         torch.set_num_threads(threads)
     _WORKER["model"] = for_inference(load_encoder(model, pooler, allow_pickle), dtype, device=device)
+    _WORKER["model"].max_batch_tokens = batch_tokens
 
 
 def _encode(chunk: list[str], batch_size: int, prompt_name: str | None, prompt: str | None) -> np.ndarray:
@@ -121,6 +125,7 @@ def encode_on_devices(
     prompt_name: str | None = None,
     prompt: str | None = None,
     show_progress: bool = True,
+    batch_tokens: int | None = None,
 ) -> np.ndarray:
     """[N, D] float32 of ``sentences`` in their order, encoded by one worker process per entry of
     ``devices`` (a device may repeat: ``["cpu", "cpu"]`` is two CPU processes). Each device is checked here
@@ -129,7 +134,7 @@ def encode_on_devices(
         resolve_device(device, "--device")
     sentences = list(sentences)
     chunks = _chunks(sentences, max(batch_size, math.ceil(len(sentences) / (8 * len(devices)))))
-    with _executor(devices, _start, (model, dtype, pooler, allow_pickle)) as pool:
+    with _executor(devices, _start, (model, dtype, pooler, allow_pickle, batch_tokens)) as pool:
         results = pool.map(_encode, chunks, repeat(batch_size), repeat(prompt_name), repeat(prompt))
         vectors = list(
             tqdm(results, total=len(chunks), desc="encoding", unit="chunk", disable=not show_progress)

@@ -25,7 +25,7 @@ CHROMIUM := /usr/bin/chromium
 WORDNET  := /usr/share/wordnet/data.noun
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test test-min lint unit setup clean bench reproduce domain-study
+.PHONY: demo test test-min lint unit setup clean bench reproduce domain-study domain-students
 
 setup: $(STAMP)
 
@@ -106,6 +106,12 @@ $(PEERS): benchmarks/peers/requirements.lock
 # resumable (each run is a sentcl adapt folder under runs/domain-study)
 domain-study: $(STAMP)
 	$(BIN)/python -m sentcl_reproduction.domain_study configs/domain/study.yaml
+
+# static students of the study's adapted model (chosen on train judgements) and of the start, on SciFact's
+# sentences: their test nDCG@10 and speed (docs/domain.md section 6); needs the study's runs of that start
+domain-students: $(STAMP)
+	$(BIN)/python -m sentcl_reproduction.domain_student configs/domain/study.yaml --start all-MiniLM-L6-v2 \
+		--out docs/domain_students.md
 
 reproduce: $(STAMP) runs/data/ease_redocred.tsv
 	$(BIN)/sentcl reproduce configs/reproduce/cpu.yaml

@@ -153,25 +153,13 @@ def table(rows: dict[str, dict], machine: str) -> str:
 
 
 def figure(rows: dict[str, dict], path: Path) -> None:
-    import matplotlib
+    from sentcl.analysis.plots import plot_frontier
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(11, 5))
-    markers = "osD^vP*Xph"
-    for index, (name, row) in enumerate(rows.items()):  # a legend, not labels: the points crowd
-        ax.scatter(row["sentences_per_s"], row["stsb_dev"], s=50, marker=markers[index % len(markers)],
-                   label=f"{name}: {row['sentences_per_s']:,.0f}/s, {row['stsb_dev']:.2f}")  # fmt: skip
-    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False)
-    ax.set_xscale("log")
-    ax.set_xlabel("sentences/s encoding 10k wiki sentences (log)")
-    ax.set_ylabel("STS-B dev Spearman ×100")
-    ax.set_title("Students of all-MiniLM-L6-v2 on this CPU")
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    plot_frontier(
+        [(name, row["sentences_per_s"], row["stsb_dev"]) for name, row in rows.items()], {}, path,
+        "sentences/s encoding 10k wiki sentences (log)", "STS-B dev Spearman ×100",
+        "Students of all-MiniLM-L6-v2 on this CPU",
+    )  # fmt: skip
 
 
 def main() -> int:

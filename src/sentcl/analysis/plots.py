@@ -203,3 +203,29 @@ def plot_method_bars(
     ax.tick_params(axis="x", labelrotation=30)
     ax.legend(loc="lower right", fontsize=8)
     return _save(fig, path)
+
+
+def plot_frontier(
+    points: list[tuple[str, float, float]],
+    references: dict[str, float],
+    path: str | Path,
+    xlabel: str,
+    ylabel: str,
+    title: str,
+) -> Path:
+    """Speed (log x) against quality, one marker per point named in the legend (the points crowd), beside
+    horizontal reference lines (BM25, …): the students' frontier figures."""
+    fig, ax = plt.subplots(figsize=(11, 5))
+    markers = "osD^vP*Xph"
+    for index, (name, speed, quality) in enumerate(points):
+        ax.scatter(speed, quality, s=50, marker=markers[index % len(markers)],
+                   label=f"{name}: {speed:,.0f}/s, {quality:.2f}")  # fmt: skip
+    for (label, value), color in zip(references.items(), _colors(len(references)), strict=True):
+        ax.axhline(value, linestyle="--", color=color, label=f"{label} {value:.2f}")
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False)
+    ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    return _save(fig, path)

@@ -81,11 +81,11 @@ def model_key(encoder, vnni: bool, runtime: str) -> str:
     """What the int8 check of ``encoder`` depends on: its weights and how it pools (the embedding path
     exported), the kind of integer kernel and the runtime's version, and the quantisation recipe."""
     digest = hashlib.sha256()
-    head = encoder.head is not None and encoder.head.used_when_encoding()
-    modules = [module.kind for module in encoder.output_modules]
-    digest.update(
-        json.dumps([RECIPE, encoder.pooler, encoder.max_length, head, modules, vnni, runtime]).encode()
-    )
+    head = getattr(encoder, "head", None)  # a static encoder has no head, pooler or output modules
+    head = head is not None and head.used_when_encoding()
+    modules = [module.kind for module in getattr(encoder, "output_modules", [])]
+    pooler, length = getattr(encoder, "pooler", None), getattr(encoder, "max_length", None)
+    digest.update(json.dumps([RECIPE, pooler, length, head, modules, vnni, runtime]).encode())
     for name, tensor in sorted(encoder.state_dict().items()):
         digest.update(name.encode())
         digest.update(tensor.detach().to("cpu").contiguous().numpy().tobytes())

@@ -1,0 +1,193 @@
+"""Static students on the domain (issue 57, item 7): where a static encoder distilled from the domain's
+teacher sits on the speed–quality frontier of the domain's search.
+
+    python -m sentcl_reproduction.domain_student configs/domain/study.yaml --start all-MiniLM-L6-v2
+
+The teacher is the study's adapted model chosen on the choice judgements only: among the plan's methods
+whose runs are finished for that start, the one whose seeds' kept checkpoints scored best on them (mean over
+the seeds, at the learning rate the study chose). For every seed of the plan, two static students are
+distilled on the domain's sentences (``configs/domain/static_student.yaml``: the students recipe, the
+checkpoint chosen on the choice judgements): one from that seed's adapted model, one from the start — does
+adapting the teacher reach the student? The report reads the test judgements only: nDCG@10 (mean ± std over
+seeds), the difference with what each model comes from (a student's teacher, the adapted model's start) and
+with BM25 (95 % intervals from a paired bootstrap over the queries, the seeds drawn again), and documents/s
+encoding the domain's documents (median of 3 timed runs on one machine, each model at sentcl's default
+precision). Every student is a ``sentcl train`` run folder: one finished is read back, one interrupted
+resumes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from sentcl.analysis.plots import plot_frontier
+from sentcl.data.corpus import read_corpus
+from sentcl.evaluation.significance import Difference, MeanBootstrap
+from sentcl.hardware import describe_machine
+from sentcl.model.inference import for_inference, load_encoder
+from sentcl.training.adapt import report_scores
+from sentcl.training.kinds import load_run_recipe, replace_training, run
+from sentcl_reproduction.domain_study import (
+    NotRunError,
+    Plan,
+    chosen_on_train,
+    over_seeds,
+    run_folder,
+    start_model,
+    verdict,
+)
+
+RECIPE = "configs/domain/static_student.yaml"
+TIMED_DOCUMENTS = 500  # documents encoded per timed run
+TIMED_RUNS = 3
+
+
+def teacher_method(plan: Plan, start: str) -> tuple[str, float, float]:
+    """(method, learning rate, mean choice score) of the finished method whose seeds scored best on the
+    choice judgements; refuses when no method of the plan is finished for ``start``."""
+    scored = []
+    for method in plan.methods:
+        try:
+            lr = chosen_on_train(plan, start, method, train=False)
+            folders = [run_folder(plan, start, method, lr, seed) for seed in plan.seeds]
+            if not all((f / "adapt.json").is_file() for f in folders):
+                continue
+        except NotRunError:
+            continue
+        summaries = [json.loads((f / "summary.json").read_text(encoding="utf-8")) for f in folders]
+        score = float(np.mean([s["best_metrics"][s["primary_metric"]] for s in summaries]))
+        scored.append((method, lr, score))
+    if not scored:
+        raise SystemExit(f"{start}: no method of the plan has finished every seed; run the study first")
+    return max(scored, key=lambda row: row[2])
+
+
+def student(teacher: str, seed: int, output: Path, recipe: str = RECIPE) -> str:
+    """The static student of ``teacher`` (trained now, resumed, or read back): its model folder."""
+    if (output / "summary.json").is_file():
+        return str(output / "model")
+    overrides = [f"model.name_or_path={teacher}", f"objective.teacher={teacher}", f"training.seed={seed}"]
+    config = load_run_recipe("train", recipe, overrides)
+    resume = (output / "checkpoint").is_dir()
+    config = replace_training(config, output_dir=str(output), resume=resume, overwrite_output_dir=not resume)
+    run("train", config)
+    return str(output / "model")
+
+
+def documents_per_second(model: str, documents: list[str]) -> float:
+    """Median over ``TIMED_RUNS`` runs (after one untimed) of documents/s, at sentcl's default precision."""
+    encoder = for_inference(load_encoder(model), "auto")
+    encoder.encode(documents[:32], batch_size=32)
+    times = []
+    for _ in range(TIMED_RUNS):
+        begin = time.perf_counter()
+        encoder.encode(documents, batch_size=32)
+        times.append(time.perf_counter() - begin)
+    return len(documents) / statistics.median(times)
+
+
+@dataclass
+class Point:
+    name: str
+    models: list[str]  # one per seed (the start: one)
+    teacher: str | None = None  # the point this one comes from (a student's teacher, the adapted's start)
+    ndcg: list[float] = field(default_factory=list)
+    per_second: float = 0.0
+    versus_teacher: Difference | None = None
+    versus_bm25: Difference | None = None
+
+
+def measure(plan: Plan, start: str, recipe: str = RECIPE) -> tuple[list[Point], dict]:
+    method, lr, _ = teacher_method(plan, start)
+    first = start_model(plan, start)
+    adapted = [str(run_folder(plan, start, method, lr, seed) / "model") for seed in plan.seeds]
+    folder = plan.output_dir / start / "static students"
+    points = [
+        Point(start, [first]),
+        Point(f"{method} (adapted)", adapted, teacher=start),
+        Point(f"static student of {start}", [student(first, s, folder / "of the start" / f"seed-{s}", recipe)
+                                             for s in plan.seeds], teacher=start),
+        Point(f"static student of {method}", [student(t, s, folder / f"of {method}" / f"seed-{s}", recipe)
+                                              for t, s in zip(adapted, plan.seeds, strict=True)],
+              teacher=f"{method} (adapted)"),
+    ]  # fmt: skip
+    scores = {p.name: [report_scores(plan.report_qrels, m, None) for m in p.models] for p in points}
+    reference = scores[start][0]
+    name = reference["task"]
+    bootstrap = MeanBootstrap(reference["queries"])
+    bootstrap.add("BM25", np.asarray(reference["per_query"][f"{name}_bm25_ndcg@10"]))
+    for point in points:
+        per_query = [s["per_query"][f"{name}_ndcg@10"] for s in scores[point.name]]
+        bootstrap.add(point.name, np.asarray(per_query))
+        point.ndcg = [s["metrics"][f"{name}_ndcg@10"] for s in scores[point.name]]
+    documents = [row[0] for row in read_corpus(plan.corpus, "document").rows][:TIMED_DOCUMENTS]
+    for point in points:
+        point.per_second = documents_per_second(point.models[0], documents)
+        point.versus_bm25 = bootstrap.compare(point.name, "BM25")
+        if point.teacher:
+            point.versus_teacher = bootstrap.compare(point.name, point.teacher)
+    return points, reference["metrics"] | {"task": name, "method": method, "lr": lr}
+
+
+def report(plan: Plan, start: str, points: list[Point], reference: dict, figure: Path, machine: str) -> str:
+    name = reference["task"]
+    bm25 = reference[f"{name}_bm25_ndcg@10"]
+    plot_frontier(
+        [(p.name, p.per_second, float(np.mean(p.ndcg))) for p in points], {"BM25": bm25}, figure,
+        f"documents/s encoding {TIMED_DOCUMENTS} {name} documents (log)", "test nDCG@10",
+        f"{name}: static students on the speed–quality frontier",
+    )  # fmt: skip
+    head = ["model", "seeds", "test nDCG@10", "− what it comes from [95 %]", "verdict", "− BM25 [95 %]",
+            "verdict", "documents/s", "× the start"]  # fmt: skip
+    lines = [
+        f"Teacher: `{reference['method']}` at lr {reference['lr']:g} from {start}, the finished method whose "
+        f"seeds scored best on the choice judgements. Test judgements only below; {machine}.", "",
+        "| " + " | ".join(head) + " |", "|" + "---|" * len(head),
+    ]  # fmt: skip
+    base = points[0].per_second
+    for point in points:
+        versus_teacher = (
+            ["", ""] if point.teacher is None else [str(point.versus_teacher), verdict(point.versus_teacher)]
+        )
+        cells = [point.name, str(len(point.models)), over_seeds(point.ndcg), *versus_teacher,
+                 str(point.versus_bm25), verdict(point.versus_bm25), f"{point.per_second:,.1f}",
+                 f"{point.per_second / base:,.1f}×"]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", f"BM25: {bm25:.2f}.", "", f"![{name}: the frontier]({figure.name})"]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("plan", help="the domain study's plan, e.g. configs/domain/study.yaml")
+    parser.add_argument("--start", required=True, help="the start whose teacher is distilled")
+    parser.add_argument("--recipe", default=RECIPE, help=f"the students' recipe (default {RECIPE})")
+    parser.add_argument("--out", type=Path, required=True, help="the markdown report (a PNG beside it)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    plan = Plan.load(args.plan)
+    if args.start not in plan.starts:
+        raise SystemExit(f"--start {args.start}: not in the plan, which has: {', '.join(plan.starts)}")
+    points, reference = measure(plan, args.start, args.recipe)
+    figure = args.out.with_suffix(".png")
+    text = report(plan, args.start, points, reference, figure, describe_machine())
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text, encoding="utf-8")
+    (args.out.with_suffix(".json")).write_text(
+        json.dumps([p.__dict__ | {"versus_teacher": str(p.versus_teacher), "versus_bm25": str(p.versus_bm25)}
+                    for p in points], indent=2), encoding="utf-8",
+    )  # fmt: skip
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from sentcl.arrow_columns import column_matrix, vector_column
 from sentcl.atomic_write import OutputExistsError, atomic_file, check_replaceable, mark_folder
 from sentcl.data.shards import Fields, Shard, plan_shards, read_shard
 from sentcl.embedder import Batched, unit_rows
@@ -121,11 +122,10 @@ class ShardWriter(SentenceEncoder):
         pa = require("pyarrow", "ray", "sentcl encode --engine ray")
         parquet = require("pyarrow.parquet", "ray", "sentcl encode --engine ray")
         ids, texts = read_shard(shard, self.fields)
-        codes = np.ascontiguousarray(quantize(self.vectors(texts), self.precision, self.ranges))
-        flat = pa.array(codes.reshape(-1))
+        codes = quantize(self.vectors(texts), self.precision, self.ranges)
         table = pa.table({
             "id": pa.array(ids, pa.string()), "text": pa.array(texts, pa.string()),
-            "vector": pa.FixedSizeListArray.from_arrays(flat, codes.shape[1]),
+            "vector": vector_column(codes, "ray", "sentcl encode --engine ray"),
         })  # fmt: skip
         with atomic_file(self.out / f"{shard.name}.parquet", mode="wb") as handle:
             parquet.write_table(table, handle)
@@ -291,6 +291,5 @@ def shard_rows(out: str | Path) -> tuple[list[str], np.ndarray]:
     for path in sorted(Path(out).glob("part-*.parquet")):
         table = parquet.read_table(path)
         ids += table.column("id").to_pylist()
-        column = table.column("vector").combine_chunks()
-        vectors.append(column.values.to_numpy().reshape(len(column), -1))
+        vectors.append(column_matrix(table.column("vector")))
     return ids, np.concatenate(vectors) if vectors else np.empty((0, 0), np.float32)

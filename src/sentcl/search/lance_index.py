@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from sentcl.arrow_columns import column_matrix, vector_column
 from sentcl.atomic_write import atomic_folder
 from sentcl.embedder import DOCUMENT, QUERY, Embedder, for_role, require_finite
 from sentcl.extras import require
@@ -168,9 +169,7 @@ class LanceIndex:
         def batches() -> Iterator[Batch]:
             for path in files:
                 for batch in parquet.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS):
-                    column = batch.column("vector")
-                    width = column.type.list_size
-                    vectors = column.values.to_numpy(zero_copy_only=False).reshape(-1, width)
+                    vectors = column_matrix(batch.column("vector"))
                     yield batch.column("id").to_pylist(), batch.column("text").to_pylist(), vectors
 
         options.setdefault("model", settings.get("model"))
@@ -278,7 +277,7 @@ def _records(pa, schema, batches: Iterator[Batch], dimension: int, counter: dict
                 pa.array(np.arange(start, start + len(ids), dtype=np.int64)),
                 pa.array([str(i) for i in ids], pa.string()),
                 pa.array(list(texts), pa.string()),
-                pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1)), dimension),
+                vector_column(vectors, "lance", "a lance index"),
             ],
             schema=schema,
         )

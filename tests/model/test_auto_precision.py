@@ -126,3 +126,36 @@ def test_one_real_timing_on_this_machine(monkeypatch, tmp_path, tiny_model_dir, 
         assert all(speed > 0 for speed in record["speeds"].values())
         assert record["speeds"][record["chosen"]] == max(record["speeds"].values())
     assert f"precision auto: {record['chosen']}, the" in caplog.text
+
+
+def test_processes_that_start_together_measure_once_one_at_a_time(
+    machine, tiny_model_dir, tmp_path, monkeypatch
+):
+    import multiprocessing
+    import time
+
+    log = tmp_path / "timed.txt"
+
+    def slow_timing(candidates, texts):  # what each probe saw: was another one running at the same time?
+        with log.open("a") as handle:
+            handle.write("start\n")
+        time.sleep(0.5)
+        with log.open("a") as handle:
+            handle.write("end\n")
+        return {name: {"fp32": 100.0, "bf16": 250.0, "int8": 200.0}[name] for name in candidates}
+
+    monkeypatch.setattr(auto_precision, "time_candidates", slow_timing)
+    context = multiprocessing.get_context("fork")  # the children inherit the fake machine and timing
+
+    def child(queue):
+        queue.put(for_inference(tiny(tiny_model_dir), "auto").inference_autocast is not None)
+
+    queue = context.Queue()
+    children = [context.Process(target=child, args=(queue,)) for _ in range(3)]
+    for process in children:
+        process.start()
+    for process in children:
+        process.join(60)
+    assert [process.exitcode for process in children] == [0, 0, 0]
+    assert [queue.get(timeout=5) for _ in children] == [True, True, True]  # every one chose bf16
+    assert log.read_text().split() == ["start", "end"]  # measured once; the others read its record

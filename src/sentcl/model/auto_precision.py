@@ -22,13 +22,15 @@ another machine, model or runtime is never reused. The choice and its numbers ar
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import fcntl
 import functools
 import logging
 import random
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -165,11 +167,34 @@ def fastest(speeds: dict[str, float]) -> str:
     return max(speeds, key=lambda name: (speeds[name], -order.index(name) if name in order else -9))
 
 
+@contextlib.contextmanager
+def measuring_alone(key: str) -> Iterator[None]:
+    """Held while this machine's record ``key`` is read or measured: processes that start together (Ray
+    actors, the workers of a device list) measure one at a time, so no probe is timed against another, and
+    those that waited read the record the first one wrote."""
+    path = record_path(key).with_suffix(".lock")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def choose_on_cpu(encoder, hardware: Hardware, data_dir: str | Path | None = None):
     """(the model to encode with, why) for ``auto`` on the CPU: the fastest admitted path, from the record of
-    this model on this machine or measured now (seconds, once)."""
+    this model on this machine or measured now (seconds, once; one process at a time)."""
     key, model = record_key(encoder, hardware)
     record = load_record(key)
+    if record is None:
+        with measuring_alone(key):
+            return _measured(encoder, hardware, data_dir, key, model)
+    return _with_choice(encoder, record, None, model)
+
+
+def _measured(encoder, hardware: Hardware, data_dir, key: str, model) -> tuple:
+    record = load_record(key)  # written by a process this one waited for
     int8_model = None
     if record is None:
         candidates: dict[str, Callable[[], object]] = {"fp32": lambda: encoder.with_dtype("fp32")}
@@ -210,6 +235,10 @@ def choose_on_cpu(encoder, hardware: Hardware, data_dir: str | Path | None = Non
             excluded=excluded, chosen=fastest(speeds),
         )  # fmt: skip
         int8_gate.write_record(record_path(key), record)
+    return _with_choice(encoder, record, int8_model, model)
+
+
+def _with_choice(encoder, record: AutoRecord, int8_model, model) -> tuple:
     _say(record.describe())
     if record.chosen == "int8":
         return (int8_model or int8_gate.int8_export(encoder, model)), record

@@ -161,8 +161,10 @@ def build_faiss_on_disk(vectors: np.ndarray, folder: Path) -> None:
     import faiss
     from faiss.contrib.ondisk import merge_ondisk
 
+    from sentcl.search.index import ivf_cells
+
     rows, dim = vectors.shape
-    cells = max(1, min(rows // 39, int(4 * np.sqrt(rows))))
+    cells = ivf_cells(rows)
     index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, cells, faiss.METRIC_INNER_PRODUCT)
     sample = np.sort(np.random.default_rng(0).choice(rows, size=min(rows, ON_DISK_SAMPLE), replace=False))
     index.train(unit(vectors[sample]))
@@ -184,8 +186,10 @@ def build_faiss_on_disk(vectors: np.ndarray, folder: Path) -> None:
 def on_disk_searcher(folder: Path):
     import faiss
 
+    from sentcl.search.index import NPROBE
+
     index = faiss.read_index(str(folder / "index.faiss"), faiss.IO_FLAG_ONDISK_SAME_DIR)
-    index.nprobe = 16
+    index.nprobe = NPROBE
 
     def search(query: np.ndarray) -> list[int]:
         _, ids = index.search(unit(query[None, :]), TOP_K)
@@ -207,7 +211,6 @@ def step_search(work: Path, backend: str, dtype: str) -> dict:
 
 
 def search_loop(work: Path, dtype: str, open_index) -> dict:
-
     wanted = np.load(work / "exact.npy")  # [Q, 2]: the exact 10th-best cosine and, for the check, the best
     vectors = np.load(work / f"single-{dtype}.npy", mmap_mode="r")
     asked = np.load(work / "queries.npy")

@@ -132,10 +132,10 @@ class Row:
     recall: list[float]
     versus_start: Difference
     versus_bm25: Difference
-    steps: list[int] = field(default_factory=list)  # the step each seed kept (0: the start, nothing beat it)
-    hybrid: list[float] = field(default_factory=list)  # per seed: BM25 + the adapted model, fused by rank
-    hybrid_versus_bm25: Difference | None = None
-    hybrid_versus_dense: Difference | None = None  # the adapted model's hybrid against the adapted model
+    steps: list[int]  # the step each seed kept (0: the start, nothing beat it)
+    hybrid: list[float]  # per seed: BM25 + the adapted model, fused by rank
+    hybrid_versus_bm25: Difference
+    hybrid_versus_dense: Difference  # the adapted model's hybrid against the adapted model
 
 
 def rows_of(plan: Plan, start: str, method: str, train: bool = True) -> tuple[Row, dict]:

@@ -34,6 +34,9 @@ if TYPE_CHECKING:
     import faiss
 
 FLAT_LIMIT = 100_000
+#: cells an ``ivf`` index visits per query unless told
+NPROBE = 16
+
 #: the files of an index folder, each fingerprinted in index.json
 INDEX_FILES = ("index.faiss", "texts.jsonl")
 #: and those of a binary index: the documents' int8 codes and their ranges, for rescoring
@@ -45,6 +48,11 @@ HYBRID_DEPTH = 100
 
 class IndexFolderError(UserError, ValueError):
     """An index folder that cannot be used as it is; the message names the file."""
+
+
+def ivf_cells(rows: int) -> int:
+    """The cells of an ``ivf`` index of ``rows`` vectors unless told: 4√rows, at least 39 points a cell."""
+    return max(1, min(rows // 39, int(4 * math.sqrt(rows))))
 
 
 def _fingerprint(path: Path) -> dict:
@@ -93,7 +101,7 @@ class SentenceIndex:
     @classmethod
     def build(
         cls, embeddings: np.ndarray, texts: list[str], kind: str = "auto", nlist: int | None = None,
-        nprobe: int = 16, model: str | None = None,
+        nprobe: int = NPROBE, model: str | None = None,
     ) -> SentenceIndex:  # fmt: skip
         if len(embeddings) != len(texts):
             raise ValueError(f"{len(embeddings)} embeddings for {len(texts)} texts")
@@ -114,7 +122,7 @@ class SentenceIndex:
             ranges = int8_ranges(vectors)  # the corpus calibrates its own codes
             return cls(index, list(texts), kind, model, rescore=(quantize(vectors, "int8", ranges), ranges))
         elif kind == "ivf":
-            nlist = nlist or max(1, min(len(texts) // 39, int(4 * math.sqrt(len(texts)))))  # ≥ 39 points/cell
+            nlist = nlist or ivf_cells(len(texts))
             index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, nlist, faiss.METRIC_INNER_PRODUCT)
             index.train(vectors)
             index.nprobe = min(nprobe, nlist)

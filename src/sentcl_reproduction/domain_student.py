@@ -11,9 +11,9 @@ checkpoint chosen on the choice judgements): one from that seed's adapted model,
 adapting the teacher reach the student? The report reads the test judgements only: nDCG@10 (mean ± std over
 seeds), the difference with what each model comes from (a student's teacher, the adapted model's start) and
 with BM25 (95 % intervals from a paired bootstrap over the queries, the seeds drawn again), and documents/s
-encoding the domain's documents (median of 3 timed runs on one machine, each model at sentcl's default
-precision). Every student is a ``sentcl train`` run folder: one finished is read back, one interrupted
-resumes.
+encoding the domain's documents on the CPU (median of 3 timed runs on one machine, each model at sentcl's
+default precision unless ``--dtype`` says otherwise). Every student is a ``sentcl train`` run folder: one
+finished is read back, one interrupted resumes.
 """
 
 from __future__ import annotations
@@ -82,9 +82,10 @@ def student(teacher: str, seed: int, output: Path, recipe: str = RECIPE) -> str:
     return str(output / "model")
 
 
-def documents_per_second(model: str, documents: list[str]) -> float:
-    """Median over ``TIMED_RUNS`` runs (after one untimed) of documents/s, at sentcl's default precision."""
-    encoder = for_inference(load_encoder(model), "auto")
+def documents_per_second(model: str, documents: list[str], dtype: str = "auto") -> float:
+    """Median over ``TIMED_RUNS`` runs (after one untimed) of documents/s on the CPU, in ``dtype`` (default
+    sentcl's: auto)."""
+    encoder = for_inference(load_encoder(model), dtype)
     encoder.encode(documents[:32], batch_size=32)
     times = []
     for _ in range(TIMED_RUNS):
@@ -105,7 +106,7 @@ class Point:
     versus_bm25: Difference | None = None
 
 
-def measure(plan: Plan, start: str, recipe: str = RECIPE) -> tuple[list[Point], dict]:
+def measure(plan: Plan, start: str, recipe: str = RECIPE, dtype: str = "auto") -> tuple[list[Point], dict]:
     method, lr, _ = teacher_method(plan, start)
     first = start_model(plan, start)
     adapted = [str(run_folder(plan, start, method, lr, seed) / "model") for seed in plan.seeds]
@@ -130,14 +131,22 @@ def measure(plan: Plan, start: str, recipe: str = RECIPE) -> tuple[list[Point], 
         point.ndcg = [s["metrics"][f"{name}_ndcg@10"] for s in scores[point.name]]
     documents = [row[0] for row in read_corpus(plan.corpus, "document").rows][:TIMED_DOCUMENTS]
     for point in points:
-        point.per_second = documents_per_second(point.models[0], documents)
+        point.per_second = documents_per_second(point.models[0], documents, dtype)
         point.versus_bm25 = bootstrap.compare(point.name, "BM25")
         if point.teacher:
             point.versus_teacher = bootstrap.compare(point.name, point.teacher)
     return points, reference["metrics"] | {"task": name, "method": method, "lr": lr}
 
 
-def report(plan: Plan, start: str, points: list[Point], reference: dict, figure: Path, machine: str) -> str:
+def report(
+    plan: Plan,
+    start: str,
+    points: list[Point],
+    reference: dict,
+    figure: Path,
+    machine: str,
+    dtype: str = "auto",
+) -> str:
     name = reference["task"]
     bm25 = reference[f"{name}_bm25_ndcg@10"]
     plot_frontier(
@@ -149,7 +158,8 @@ def report(plan: Plan, start: str, points: list[Point], reference: dict, figure:
             "verdict", "documents/s", "× the start"]  # fmt: skip
     lines = [
         f"Teacher: `{reference['method']}` at lr {reference['lr']:g} from {start}, the finished method whose "
-        f"seeds scored best on the choice judgements. Test judgements only below; {machine}.", "",
+        f"seeds scored best on the choice judgements. Test judgements only below; documents/s on the CPU "
+        f"({machine}), each model at --dtype {dtype}.", "",
         "| " + " | ".join(head) + " |", "|" + "---|" * len(head),
     ]  # fmt: skip
     base = points[0].per_second
@@ -171,14 +181,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--start", required=True, help="the start whose teacher is distilled")
     parser.add_argument("--recipe", default=RECIPE, help=f"the students' recipe (default {RECIPE})")
     parser.add_argument("--out", type=Path, required=True, help="the markdown report (a PNG beside it)")
+    parser.add_argument(
+        "--dtype", default="auto", help="the precision documents/s is timed at (default auto)"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     plan = Plan.load(args.plan)
     if args.start not in plan.starts:
         raise SystemExit(f"--start {args.start}: not in the plan, which has: {', '.join(plan.starts)}")
-    points, reference = measure(plan, args.start, args.recipe)
+    points, reference = measure(plan, args.start, args.recipe, args.dtype)
     figure = args.out.with_suffix(".png")
-    text = report(plan, args.start, points, reference, figure, describe_machine())
+    text = report(plan, args.start, points, reference, figure, describe_machine(), args.dtype)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text, encoding="utf-8")
     (args.out.with_suffix(".json")).write_text(

@@ -136,6 +136,7 @@ class Row:
     hybrid: list[float]  # per seed: BM25 + the adapted model, fused by rank
     hybrid_versus_bm25: Difference
     hybrid_versus_dense: Difference  # the adapted model's hybrid against the adapted model
+    machines: list[str]  # where the seeds' reports were measured (adapt.json's measured_on)
 
 
 def rows_of(plan: Plan, start: str, method: str, train: bool = True) -> tuple[Row, dict]:
@@ -156,6 +157,7 @@ def rows_of(plan: Plan, start: str, method: str, train: bool = True) -> tuple[Ro
         [kept_step(plan, start, method, lr, seed) for seed in plan.seeds],
         [r["metrics"]["adapted"][hybrid] for r in reports],
         bootstrap.compare("adapted hybrid", "bm25"), bootstrap.compare("adapted hybrid", "adapted"),
+        sorted({r.get("measured_on", {}).get("adapted", "not recorded") for r in reports}),
     )  # fmt: skip
     return row, reports[0]
 
@@ -188,6 +190,8 @@ def write_report(plan: Plan, rows: list[Row], starts: dict[str, dict]) -> None:
                if (start, method) not in done]  # fmt: skip
     if missing:
         lines += [f"**Partial**: the plan's runs not reported yet: {', '.join(missing)}.", ""]
+    machines = sorted({machine for row in rows for machine in row.machines})
+    lines += [f"The test reports were measured on: {'; and '.join(machines) or 'nothing yet'}.", ""]
     for start, first in starts.items():
         figure = plot_start(plan, start, first, [r for r in rows if r.start == start])
         intro, head = start_section(start, first)

@@ -6,6 +6,7 @@ import json
 import pytest
 import yaml
 
+from sentcl.hardware import describe_machine
 from sentcl_reproduction import domain_study
 
 from ..training.test_adapt import domain as domain  # the tiny BEIR folder fixture
@@ -37,6 +38,7 @@ def test_a_tiny_study_reports_and_resumes(tmp_path, tiny_model_dir, domain, monk
     assert domain_study.main([str(path)]) == 0
     report = (tmp_path / "domain_study.md").read_text()
     assert "Partial" not in report
+    assert f"The test reports were measured on: {describe_machine()}." in report  # this CPU, every run
     assert "## From tiny" in report and "| tsdae |" in report and "| in-batch CT |" in report
     assert "![test nDCG@10 from tiny](images/domain_tiny.png)" in report
     table = report[report.index("| method |") :].split("\n\n")[0].splitlines()  # one table, unbroken

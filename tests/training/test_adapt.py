@@ -56,6 +56,7 @@ def test_adapt_chooses_on_train_and_reports_on_test(tmp_path, tiny_model_dir, do
     report = json.loads((tmp_path / "run" / "adapt.json").read_text())
     assert report["queries"] == 6 and set(report["metrics"]) == {"start", "adapted"}
     assert report["task"] == "domain"
+    assert all("threads" in where for where in report["measured_on"].values())  # where it was measured
     assert report["metrics"]["start"] != report["metrics"]["adapted"] or result.chosen_step == 0
     for key in ("domain_ndcg@10", "domain_hybrid_ndcg@10", "adapted_vs_bm25"):
         d = report["differences"][key]

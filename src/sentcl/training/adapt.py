@@ -28,6 +28,7 @@ from sentcl.evaluation.local_files import qrels_file
 from sentcl.evaluation.registry import Options
 from sentcl.evaluation.significance import Difference, MeanBootstrap
 from sentcl.evaluation.tasks import build_evaluator
+from sentcl.hardware import describe_machine, detect, resolve_device
 from sentcl.hub_files import cache_dir
 from sentcl.model.inference import for_inference, load_encoder
 from sentcl.model.int8_gate import digest_key, model_key, write_record
@@ -159,9 +160,12 @@ def report_scores(report: str, source: str, pooler: str | None) -> dict:
     if path.is_file():
         return json.loads(path.read_text(encoding="utf-8"))
     evaluator = build_evaluator(Path(), str(report), Options(retrieval=",".join(REPORT_MODES)))
-    metrics = evaluator(Batched(for_inference(encoder, "fp32"), 64))
+    device = resolve_device("auto", "the report")  # a GPU where there is one
+    metrics = evaluator(Batched(for_inference(encoder, "fp32", device=str(device)), 64))
+    where = describe_machine() + (f"; {detect(device).describe()}" if device.type != "cpu" else "")
     scores = {"metrics": metrics, "per_query": {k: v.tolist() for k, v in evaluator.per_item().items()},
-              "task": evaluator.names[0], "queries": len(evaluator.sets[0].queries)}  # fmt: skip
+              "task": evaluator.names[0], "queries": len(evaluator.sets[0].queries),
+              "measured_on": where}  # fmt: skip
     write_record(path, scores, indent=None)
     return scores
 
@@ -188,6 +192,7 @@ def before_after(request: AdaptRequest, adapted: Path, pooler: str | None) -> di
         "task": name, "queries": queries, "qrels": str(request.report), "method": request.method,
         "model": request.model, "metrics": {label: s["metrics"] for label, s in scores.items()},
         "per_query": {label: s["per_query"] for label, s in scores.items()}, "differences": differences,
+        "measured_on": {label: s.get("measured_on", "not recorded") for label, s in scores.items()},
     }  # fmt: skip
 
 

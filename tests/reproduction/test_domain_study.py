@@ -78,3 +78,34 @@ def test_a_start_made_by_a_pretrain_recipe_is_made_once(tmp_path, tiny_model_dir
 
     monkeypatch.setattr(domain_study, "run", never)
     assert domain_study.pretrained(str(recipe), tmp_path / "made") == made
+
+
+def test_a_two_stage_method_is_compared_with_the_study_start(tmp_path):
+    """A two-stage method's runs begin at its masked-LM stage's model: its "start" scores are that model's,
+    and its row must be compared with the study's start (a run that began there), not with them."""
+    plan = domain_study.Plan(
+        tmp_path / "study", tmp_path / "report.md", "corpus", "train.tsv", "test.tsv", {"s": {"model": "m"}},
+        {"one": {}, "two": {"method": "simcse", "pretrain": "mlm.yaml"}}, [1e-5], [1, 2],
+    )  # fmt: skip
+    start, stage, bm25 = [0.6, 0.8, 0.4], [0.1, 0.2, 0.0], [0.5, 0.5, 0.5]
+    for method, began, adapted in (("one", start, [0.7, 0.8, 0.6]), ("two", stage, [0.3, 0.4, 0.2])):
+        for seed in plan.seeds:
+            folder = domain_study.run_folder(plan, "s", method, 1e-5, seed)
+            folder.mkdir(parents=True)
+            scores = {"d_ndcg@10": adapted, "d_hybrid_ndcg@10": adapted}
+            metrics = {k: 100 * sum(v) / 3 for k, v in scores.items()} | {"d_recall@100": 90.0}
+            began_scores = {"d_ndcg@10": began, "d_bm25_ndcg@10": bm25}
+            report = {"task": "d", "queries": 3, "metrics": {"adapted": metrics},
+                      "per_query": {"adapted": scores, "start": began_scores}}  # fmt: skip
+            (folder / "adapt.json").write_text(json.dumps(report))
+            summary = {"best_metrics": {"m": 1.0}, "primary_metric": "m", "best_step": 2}
+            (folder / "summary.json").write_text(json.dumps(summary))
+    row, first = domain_study.rows_of(plan, "s", "two", train=False)
+    assert (
+        first["per_query"]["start"]["d_ndcg@10"] == start
+    )  # the study's start, from the run that began there
+    assert row.versus_start.delta == pytest.approx(0.3 - 0.6)  # not + (0.3 − 0.1)
+    assert row.versus_bm25.delta == pytest.approx(0.3 - 0.5)
+    only_two = domain_study.Plan(**{**plan.__dict__, "methods": {"two": plan.methods["two"]}})
+    with pytest.raises(ValueError, match="a method that starts from the start itself"):
+        domain_study.rows_of(only_two, "s", "two", train=False)

@@ -38,12 +38,15 @@ from sentcl.training.kinds import load_run_recipe, replace_training, run
 from sentcl_reproduction.domain_study import (
     NotRunError,
     Plan,
+    adapted_into,
     chosen_on_train,
     over_seeds,
     run_folder,
     start_model,
     verdict,
 )
+
+logger = logging.getLogger(__name__)
 
 RECIPE = "configs/domain/static_student.yaml"
 TIMED_DOCUMENTS = 500  # documents encoded per timed run
@@ -68,6 +71,18 @@ def teacher_method(plan: Plan, start: str) -> tuple[str, float, float]:
     if not scored:
         raise SystemExit(f"{start}: no method of the plan has finished every seed; run the study first")
     return max(scored, key=lambda row: row[2])
+
+
+def teacher_model(plan: Plan, start: str, method: str, lr: float, seed: int, folder: Path) -> str:
+    """The study's adapted model of ``seed``; where its run kept no weights (a study's runs brought back
+    from another machine without them), the same run trained again in ``folder``."""
+    model = run_folder(plan, start, method, lr, seed) / "model"
+    if any(model.glob("*.safetensors")):
+        return str(model)
+    again = folder / f"teacher {method} lr-{lr:g} seed-{seed}"
+    logger.info("%s: no weights; the run is trained again in %s", model.parent, again)
+    adapted_into(plan, start, method, lr, seed, again)
+    return str(again / "model")
 
 
 def student(teacher: str, seed: int, output: Path, recipe: str = RECIPE) -> str:
@@ -109,8 +124,8 @@ class Point:
 def measure(plan: Plan, start: str, recipe: str = RECIPE, dtype: str = "auto") -> tuple[list[Point], dict]:
     method, lr, _ = teacher_method(plan, start)
     first = start_model(plan, start)
-    adapted = [str(run_folder(plan, start, method, lr, seed) / "model") for seed in plan.seeds]
     folder = plan.output_dir / start / "static students"
+    adapted = [teacher_model(plan, start, method, lr, seed, folder) for seed in plan.seeds]
     points = [
         Point(start, [first]),
         Point(f"{method} (adapted)", adapted, teacher=start),

@@ -92,8 +92,14 @@ class NotRunError(LookupError):
 
 def adapted(plan: Plan, start: str, method: str, lr: float, seed: int, train: bool = True) -> dict:
     """One run's report (adapt.json), trained now or read back; an interrupted run resumes."""
+    return adapted_into(plan, start, method, lr, seed, run_folder(plan, start, method, lr, seed), train)
+
+
+def adapted_into(
+    plan: Plan, start: str, method: str, lr: float, seed: int, folder: Path, train: bool = True
+) -> dict:
+    """:func:`adapted` with its run in ``folder``: the same run elsewhere (where the study kept no weights)."""
     spec = plan.methods[method]
-    folder = run_folder(plan, start, method, lr, seed)
     if (folder / "adapt.json").is_file():
         return json.loads((folder / "adapt.json").read_text(encoding="utf-8"))
     if not train:

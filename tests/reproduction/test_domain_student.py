@@ -3,6 +3,7 @@ methods, a student per seed from it and from the start, the report on the test j
 a speed column; a second run reads every student back."""
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -70,3 +71,18 @@ def test_static_students_of_the_chosen_teacher_and_of_the_start(tmp_path, tiny_s
     assert [s.stat().st_mtime_ns for s in students] == stamps
     with pytest.raises(SystemExit, match="--start other: not in the plan, which has: tiny"):
         domain_student.main([*args[:1], "--start", "other", *args[3:]])
+
+
+def test_a_teacher_whose_weights_were_not_kept_is_trained_again(tmp_path, tiny_study):
+    plan = domain_study.Plan.load(tiny_study)
+    kept = domain_study.run_folder(plan, "tiny", "simcse", 1e-3, 1) / "model"
+    assert domain_student.teacher_model(plan, "tiny", "simcse", 1e-3, 1, tmp_path / "s") == str(kept)
+    for weights in kept.glob("*.safetensors"):  # a study brought back from another machine without weights
+        weights.unlink()
+    again = Path(domain_student.teacher_model(plan, "tiny", "simcse", 1e-3, 1, tmp_path / "s"))
+    assert again == tmp_path / "s" / "teacher simcse lr-0.001 seed-1" / "model"
+    assert any(again.glob("*.safetensors"))
+    first, second = (
+        json.loads((folder / "adapt.json").read_text()) for folder in (kept.parent, again.parent)
+    )
+    assert second["metrics"] == first["metrics"]  # the same run, the same numbers

@@ -98,7 +98,7 @@ def adapted(plan: Plan, start: str, method: str, lr: float, seed: int, train: bo
 def adapted_into(
     plan: Plan, start: str, method: str, lr: float, seed: int, folder: Path, train: bool = True
 ) -> dict:
-    """:func:`adapted` with its run in ``folder``: the same run elsewhere (where the study kept no weights)."""
+    """:func:`adapted` with its run in ``folder``: the same run elsewhere (the study kept no weights)."""
     spec = plan.methods[method]
     if (folder / "adapt.json").is_file():
         return json.loads((folder / "adapt.json").read_text(encoding="utf-8"))

@@ -103,9 +103,11 @@ $(PEERS): benchmarks/peers/requirements.lock
 # post-processing and every method under one protocol (a search, 3 seeds); stages are cached in runs/reproduce,
 # so a re-run only redoes what changed.
 # the domain study (docs/domain.md): every adaptation method on SciFact, chosen on train, reported on test;
-# resumable (each run is a sentcl adapt folder under runs/domain-study)
+# resumable (each run is a sentcl adapt folder under runs/domain-study); on a GPU, JOBS=6 trains six
+# start × method pairs at once (docs/domain.md section 5)
+JOBS ?= 1
 domain-study: $(STAMP)
-	$(BIN)/python -m sentcl_reproduction.domain_study configs/domain/study.yaml
+	$(BIN)/python -m sentcl_reproduction.domain_study configs/domain/study.yaml --jobs $(JOBS)
 
 # static students of the study's adapted model (chosen on train judgements) and of the start, on SciFact's
 # sentences: their test nDCG@10 and speed (docs/domain.md section 6); needs the study's runs of that start

@@ -20,7 +20,10 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import multiprocessing
+import os
 import shutil
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -300,6 +303,36 @@ def selected(plan: Plan, starts: list[str] | None, methods: list[str] | None) ->
             [m for m in plan.methods if not methods or m in methods])  # fmt: skip
 
 
+def _train_pair(plan: Plan, start: str, method: str, threads: int) -> None:
+    """One start × method's runs, in a process of its own (``--jobs``)."""
+    import torch
+
+    torch.set_num_threads(threads)
+    logging.basicConfig(level=logging.INFO, format=f"%(levelname)s {method} from {start}: %(message)s")
+    rows_of(plan, start, method)
+
+
+def train_in_parallel(plan: Plan, starts: list[str], methods: list[str], jobs: int) -> None:
+    """Every start × method's runs, ``jobs`` pairs at once, each in its own process (a GPU several share; the
+    CPU's cores divided among them): a start made by a recipe is made first, once. A failed pair is one error
+    naming it, after the others have finished; every finished run stays and is read back."""
+    for start in starts:
+        start_model(plan, start)
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    pairs = [(start, method) for start in starts for method in methods]
+    failed = []
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {
+            pool.submit(_train_pair, plan, start, method, threads): (start, method) for start, method in pairs
+        }
+        for future in as_completed(futures):
+            if future.exception() is not None:
+                start, method = futures[future]
+                failed.append(f"{method} from {start}: {future.exception()}")
+    if failed:
+        raise SystemExit(f"--jobs {jobs}: {len(failed)} of {len(pairs)} failed; the first: {failed[0]}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("plan", help="e.g. configs/domain/study.yaml")
@@ -309,10 +342,18 @@ def main(argv: list[str] | None = None) -> int:
         "--report-only", action="store_true",
         help="train nothing: the report of the methods whose runs are all finished, the rest listed",
     )  # fmt: skip
+    parser.add_argument(
+        "--jobs", type=int, default=1,
+        help="start × method pairs trained at once, each in its own process (for a GPU; default 1)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        raise SystemExit(f"--jobs {args.jobs}: must be at least 1")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     plan = Plan.load(args.plan)
     starts, methods = selected(plan, args.start, args.method)
+    if args.jobs > 1 and not args.report_only:
+        train_in_parallel(plan, starts, methods, args.jobs)
     rows: list[Row] = []
     firsts: dict[str, dict] = {}
     for start in starts:

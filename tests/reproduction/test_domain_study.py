@@ -12,10 +12,10 @@ from sentcl_reproduction import domain_study
 from ..training.test_adapt import domain as domain  # the tiny BEIR folder fixture
 
 
-def test_a_tiny_study_reports_and_resumes(tmp_path, tiny_model_dir, domain, monkeypatch):
-    monkeypatch.setenv("SENTCL_CACHE", str(tmp_path / "cache"))
+def write_plan(folder, tiny_model_dir, domain):
+    """A tiny plan (two methods, two rates, two seeds) writing under ``folder``: its path."""
     plan = {
-        "output_dir": str(tmp_path / "study"), "report": str(tmp_path / "domain_study.md"),
+        "output_dir": str(folder / "study"), "report": str(folder / "domain_study.md"),
         "corpus": str(domain), "choose": str(domain / "qrels" / "train.tsv"),
         "report_qrels": str(domain / "qrels" / "test.tsv"),
         "starts": {"tiny": {"model": str(tiny_model_dir)}},
@@ -23,8 +23,19 @@ def test_a_tiny_study_reports_and_resumes(tmp_path, tiny_model_dir, domain, monk
         "learning_rates": [1e-3, 1e-4], "seeds": [1, 2],
         "settings": {"steps": 2, "eval_steps": 1, "batch_size": 4, "pooler": "avg"},
     }  # fmt: skip
-    path = tmp_path / "plan.yaml"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "plan.yaml"
     path.write_text(yaml.safe_dump(plan))
+    return path
+
+
+def tables(report: str) -> list[str]:
+    return [line for line in report.splitlines() if line.startswith("|")]
+
+
+def test_a_tiny_study_reports_and_resumes(tmp_path, tiny_model_dir, domain, monkeypatch):
+    monkeypatch.setenv("SENTCL_CACHE", str(tmp_path / "cache"))
+    path = write_plan(tmp_path, tiny_model_dir, domain)
     assert domain_study.main([str(path), "--method", "tsdae"]) == 0  # a part of the plan: said so
     part = (tmp_path / "domain_study.md").read_text()
     assert domain_study.main([str(path), "--report-only"]) == 0  # trains nothing, reports what is done
@@ -60,6 +71,15 @@ def test_a_tiny_study_reports_and_resumes(tmp_path, tiny_model_dir, domain, monk
     monkeypatch.setattr(domain_study, "adapt", never)
     assert domain_study.main([str(path)]) == 0  # every run read back
     assert (tmp_path / "domain_study.md").read_text() == report
+
+    parallel = write_plan(tmp_path / "parallel", tiny_model_dir, domain)
+    monkeypatch.setenv("SENTCL_CACHE", str(tmp_path / "parallel" / "cache"))
+    # the processes --jobs starts train (each imports sentcl afresh); this one, where adapt still refuses, only
+    # reads their runs back
+    assert domain_study.main([str(parallel), "--jobs", "2"]) == 0
+    assert tables((tmp_path / "parallel" / "domain_study.md").read_text()) == tables(report)  # the same runs
+    with pytest.raises(SystemExit, match="--jobs 0: must be at least 1"):
+        domain_study.main([str(parallel), "--jobs", "0"])
 
 
 def test_a_start_made_by_a_pretrain_recipe_is_made_once(tmp_path, tiny_model_dir, domain, monkeypatch):

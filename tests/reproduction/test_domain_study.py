@@ -74,8 +74,8 @@ def test_a_tiny_study_reports_and_resumes(tmp_path, tiny_model_dir, domain, monk
 
     parallel = write_plan(tmp_path / "parallel", tiny_model_dir, domain)
     monkeypatch.setenv("SENTCL_CACHE", str(tmp_path / "parallel" / "cache"))
-    # the processes --jobs starts train (each imports sentcl afresh); this one, where adapt still refuses, only
-    # reads their runs back
+    # the processes --jobs starts train (each imports sentcl afresh); this one, where adapt still refuses,
+    # only reads their runs back
     assert domain_study.main([str(parallel), "--jobs", "2"]) == 0
     assert tables((tmp_path / "parallel" / "domain_study.md").read_text()) == tables(report)  # the same runs
     with pytest.raises(SystemExit, match="--jobs 0: must be at least 1"):

@@ -150,7 +150,9 @@ def measure(plan: Plan, start: str, recipe: str = RECIPE, dtype: str = "auto") -
         point.versus_bm25 = bootstrap.compare(point.name, "BM25")
         if point.teacher:
             point.versus_teacher = bootstrap.compare(point.name, point.teacher)
-    return points, reference["metrics"] | {"task": name, "method": method, "lr": lr}
+    # does adapting the teacher reach the student? (the same recipe, seeds and sentences on both sides)
+    students = bootstrap.compare(points[3].name, points[2].name)
+    return points, reference["metrics"] | {"task": name, "method": method, "lr": lr, "students": students}
 
 
 def report(
@@ -186,7 +188,9 @@ def report(
                  str(point.versus_bm25), verdict(point.versus_bm25), f"{point.per_second:,.1f}",
                  f"{point.per_second / base:,.1f}×"]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", f"BM25: {bm25:.2f}.", "", f"![{name}: the frontier]({figure.name})"]
+    students = reference["students"]
+    lines += ["", f"BM25: {bm25:.2f}. The {points[3].name} − the {points[2].name}: {students} "
+              f"({verdict(students)}).", "", f"![{name}: the frontier]({figure.name})"]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 

@@ -58,6 +58,7 @@ def test_static_students_of_the_chosen_teacher_and_of_the_start(tmp_path, tiny_s
         "| static student of simcse",
     ]
     assert all(line.count("|") == table[0].count("|") for line in table)
+    assert "The static student of simcse − the static student of tiny: " in text
     assert (
         "Teacher: `simcse` at lr 0.001 from tiny" in text
         and (tmp_path / "students.png").stat().st_size > 1000

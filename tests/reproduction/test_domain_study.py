@@ -129,3 +129,13 @@ def test_a_two_stage_method_is_compared_with_the_study_start(tmp_path):
     only_two = domain_study.Plan(**{**plan.__dict__, "methods": {"two": plan.methods["two"]}})
     with pytest.raises(ValueError, match="a method that starts from the start itself"):
         domain_study.rows_of(only_two, "s", "two", train=False)
+
+
+def test_jobs_name_a_failed_pair_in_one_line(tmp_path, domain, monkeypatch):
+    monkeypatch.setenv("SENTCL_CACHE", str(tmp_path / "cache"))
+    path = write_plan(tmp_path, tmp_path / "no such model", domain)
+    with pytest.raises(
+        SystemExit, match=r"--jobs 2: 2 of 2 failed; the first: .* from tiny: .*no such model"
+    ):
+        domain_study.main([str(path), "--jobs", "2"])
+    assert not list((tmp_path / "study").rglob("adapt.json")) and not (tmp_path / "domain_study.md").exists()

@@ -23,7 +23,7 @@ import logging
 import multiprocessing
 import os
 import shutil
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -303,34 +303,98 @@ def selected(plan: Plan, starts: list[str] | None, methods: list[str] | None) ->
             [m for m in plan.methods if not methods or m in methods])  # fmt: skip
 
 
-def _train_pair(plan: Plan, start: str, method: str, threads: int) -> None:
-    """One start × method's runs, in a process of its own (``--jobs``)."""
+def next_runs(plan: Plan, start: str, method: str) -> list[tuple[float, int]]:
+    """The runs of ``start`` × ``method`` that can train now, as (rate, seed): the first seed's at every rate
+    until they are all finished, then the other seeds' at the rate chosen on train; none when all are done."""
+    first = [(lr, plan.seeds[0]) for lr in plan.learning_rates]
+    waiting = [
+        (lr, seed)
+        for lr, seed in first
+        if not (run_folder(plan, start, method, lr, seed) / "adapt.json").is_file()
+    ]
+    if waiting:
+        return waiting
+    lr = chosen_on_train(plan, start, method, train=False)
+    return [
+        (lr, seed)
+        for seed in plan.seeds[1:]
+        if not (run_folder(plan, start, method, lr, seed) / "adapt.json").is_file()
+    ]
+
+
+def _in_process(threads: int, start: str, method: str) -> None:
     import torch
 
     torch.set_num_threads(threads)
     logging.basicConfig(level=logging.INFO, format=f"%(levelname)s {method} from {start}: %(message)s")
-    rows_of(plan, start, method)
+
+
+def _train_run(plan: Plan, start: str, method: str, lr: float, seed: int, threads: int) -> None:
+    """One run, in a process of its own (``--jobs``)."""
+    _in_process(threads, start, method)
+    adapted(plan, start, method, lr, seed)
+
+
+def _make_stage(plan: Plan, start: str, method: str, threads: int) -> None:
+    """A two-stage method's masked-LM stage from ``start``, in a process of its own (``--jobs``)."""
+    _in_process(threads, start, method)
+    pretrained(
+        plan.methods[method]["pretrain"],
+        plan.output_dir / start / method / "pretrained",
+        start_model(plan, start),
+    )
 
 
 def train_in_parallel(plan: Plan, starts: list[str], methods: list[str], jobs: int) -> None:
-    """Every start × method's runs, ``jobs`` pairs at once, each in its own process (a GPU several share; the
-    CPU's cores divided among them): a start made by a recipe is made first, once. A failed pair is one error
-    naming it, after the others have finished; every finished run stays and is read back."""
+    """Every start × method's runs, ``jobs`` runs at once, each in its own process (a GPU several share; the
+    CPU's cores divided among them): a start made by a recipe is made first, once; then a two-stage method's
+    masked-LM stage; then every rate's first-seed run at once, and once a pair's are all finished, the other
+    seeds at the rate chosen on train, at once. A failed pair is one error naming it, after the others have
+    finished; every finished run stays and is read back."""
     for start in starts:
         start_model(plan, start)
     threads = max(1, (os.cpu_count() or 1) // jobs)
     pairs = [(start, method) for start in starts for method in methods]
-    failed = []
+    failed: dict[tuple[str, str], str] = {}
+    asked: set[tuple] = set()
+    running: dict[Future, tuple[str, str]] = {}
     with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {
-            pool.submit(_train_pair, plan, start, method, threads): (start, method) for start, method in pairs
-        }
-        for future in as_completed(futures):
-            if future.exception() is not None:
-                start, method = futures[future]
-                failed.append(f"{method} from {start}: {future.exception()}")
+
+        def submit(start: str, method: str) -> None:
+            try:
+                runs = next_runs(plan, start, method)
+            except (OSError, ValueError, KeyError) as error:  # a first-seed run's summary unreadable
+                failed[start, method] = str(error)
+                return
+            stage = plan.output_dir / start / method / "pretrained" / "summary.json"
+            tasks = (
+                [(_make_stage, plan, start, method, threads)]
+                if runs and "pretrain" in plan.methods[method] and not stage.is_file()
+                else [(_train_run, plan, start, method, lr, seed, threads) for lr, seed in runs]
+            )
+            for task in tasks:
+                key = (task[0].__name__, *task[2:-1])  # the plan aside: not hashable
+                if key in asked:  # it ran and left nothing to read back
+                    failed[start, method] = f"{key} finished without its report"
+                    return
+                asked.add(key)
+                running[pool.submit(*task)] = (start, method)
+
+        for pair in pairs:
+            submit(*pair)
+        while running:
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                pair = running.pop(future)
+                if future.exception() is not None:
+                    failed.setdefault(pair, str(future.exception()))
+                elif pair not in failed and pair not in running.values():
+                    submit(*pair)
     if failed:
-        raise SystemExit(f"--jobs {jobs}: {len(failed)} of {len(pairs)} failed; the first: {failed[0]}")
+        (start, method), error = next(iter(failed.items()))
+        raise SystemExit(
+            f"--jobs {jobs}: {len(failed)} of {len(pairs)} failed; the first: {method} from {start}: {error}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -344,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument(
         "--jobs", type=int, default=1,
-        help="start × method pairs trained at once, each in its own process (for a GPU; default 1)",
+        help="runs trained at once, each in its own process (for a GPU or many cores; default 1)",
     )  # fmt: skip
     args = parser.parse_args(argv)
     if args.jobs < 1:

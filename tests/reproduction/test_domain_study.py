@@ -139,3 +139,26 @@ def test_jobs_name_a_failed_pair_in_one_line(tmp_path, domain, monkeypatch):
     ):
         domain_study.main([str(path), "--jobs", "2"])
     assert not list((tmp_path / "study").rglob("adapt.json")) and not (tmp_path / "domain_study.md").exists()
+
+
+def test_next_runs_are_the_first_seed_at_every_rate_then_the_chosen_rate(tmp_path):
+    plan = domain_study.Plan(
+        tmp_path, tmp_path / "r.md", "c", "t", "t", {"s": {"model": "m"}}, {"x": {}}, [1e-5, 3e-5], [1, 2, 3]
+    )  # fmt: skip
+    assert domain_study.next_runs(plan, "s", "x") == [(1e-5, 1), (3e-5, 1)]
+
+    def finish(lr, seed, score):
+        folder = domain_study.run_folder(plan, "s", "x", lr, seed)
+        folder.mkdir(parents=True)
+        (folder / "adapt.json").write_text("{}")
+        summary = {"best_metrics": {"m": score}, "primary_metric": "m", "best_step": 0}
+        (folder / "summary.json").write_text(json.dumps(summary))
+
+    finish(1e-5, 1, 0.5)
+    assert domain_study.next_runs(plan, "s", "x") == [(3e-5, 1)]  # no choice before both rates are in
+    finish(3e-5, 1, 0.6)
+    assert domain_study.next_runs(plan, "s", "x") == [(3e-5, 2), (3e-5, 3)]  # at once, at the chosen rate
+    finish(3e-5, 3, 0.1)
+    assert domain_study.next_runs(plan, "s", "x") == [(3e-5, 2)]
+    finish(3e-5, 2, 0.1)
+    assert domain_study.next_runs(plan, "s", "x") == []

@@ -51,3 +51,30 @@ def test_reciprocal_rank_fusion_by_hand():
     assert scores[0].tolist() == pytest.approx([1 / 61 + 1 / 62, 1 / 63 + 1 / 61, 1 / 62 + 1 / 63])
     padded, _ = reciprocal_rank_fusion([np.array([[4, -1]]), np.array([[4, -1]])], depth=2)
     assert padded.tolist() == [[4, -1]]  # fewer distinct rows than the depth: -1 is never relevant
+
+
+@pytest.mark.parametrize("told", [None, "true"])
+def test_bm25_keeps_jax_from_taking_the_gpu_unless_told(tmp_path, told):
+    """bm25s runs a JAX operation when imported where JAX is installed, and JAX's first operation takes 75 %
+    of the GPU unless told not to (a GPU run beside it then ran out of memory): a JAX that records what it was
+    told, in a fresh process (bm25s is imported once per process)."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "jax").mkdir()
+    (tmp_path / "jax" / "__init__.py").write_text("")
+    (tmp_path / "jax" / "lax.py").write_text(
+        "import os\n"
+        "def top_k(x, k):\n"
+        "    with open(os.environ['PROBE'], 'w') as f:\n"
+        "        f.write(os.environ.get('XLA_PYTHON_CLIENT_PREALLOCATE', 'unset'))\n"
+        "    return x[:k], list(range(k))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "XLA_PYTHON_CLIENT_PREALLOCATE"}
+    env |= {"PROBE": str(tmp_path / "probe"), "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    if told:
+        env["XLA_PYTHON_CLIENT_PREALLOCATE"] = told
+    code = "from sentcl.search.lexical import BM25Index; BM25Index(['one two', 'three four'])"
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=120)
+    assert (tmp_path / "probe").read_text() == (told or "false")

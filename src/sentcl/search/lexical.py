@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from sentcl.extras import require
@@ -24,6 +26,9 @@ class BM25Index:
     """A corpus indexed once by bm25s; ``rank`` gives each query's best rows."""
 
     def __init__(self, corpus: list[str]):
+        # importing bm25s runs a JAX operation where JAX is installed, and JAX's first operation takes 75 % of
+        # the GPU's memory for itself unless told not to: a GPU training or encoding beside it then runs out
+        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
         bm25s = require("bm25s", "domain", "BM25 and hybrid retrieval")
         self.bm25s = bm25s
         self.size = len(corpus)

@@ -53,9 +53,12 @@ TIMED_DOCUMENTS = 500  # documents encoded per timed run
 TIMED_RUNS = 3
 
 
-def teacher_method(plan: Plan, start: str) -> tuple[str, float, float]:
+def teacher_method(plan: Plan, start: str, named: str | None = None) -> tuple[str, float, float]:
     """(method, learning rate, mean choice score) of the finished method whose seeds scored best on the
-    choice judgements; refuses when no method of the plan is finished for ``start``."""
+    choice judgements, or of ``named`` (``--teacher``: its rate still chosen on them); refuses when no
+    method of the plan, or ``named``, is finished for ``start``."""
+    if named is not None and named not in plan.methods:
+        raise SystemExit(f"--teacher {named}: not in the plan, which has: {', '.join(plan.methods)}")
     scored = []
     for method in plan.methods:
         try:
@@ -70,6 +73,11 @@ def teacher_method(plan: Plan, start: str) -> tuple[str, float, float]:
         scored.append((method, lr, score))
     if not scored:
         raise SystemExit(f"{start}: no method of the plan has finished every seed; run the study first")
+    if named is not None:
+        finished = [row for row in scored if row[0] == named]
+        if not finished:
+            raise SystemExit(f"--teacher {named}: not every seed of it is finished from {start}")
+        return finished[0]
     return max(scored, key=lambda row: row[2])
 
 
@@ -121,8 +129,17 @@ class Point:
     versus_bm25: Difference | None = None
 
 
-def measure(plan: Plan, start: str, recipe: str = RECIPE, dtype: str = "auto") -> tuple[list[Point], dict]:
-    method, lr, _ = teacher_method(plan, start)
+def measure(
+    plan: Plan, start: str, recipe: str = RECIPE, dtype: str = "auto", teacher: str | None = None
+) -> tuple[list[Point], dict]:
+    method, lr, score = teacher_method(plan, start, teacher)
+    best, _, best_score = teacher_method(plan, start)
+    chosen = (
+        "the finished method whose seeds scored best on the choice judgements"
+        if teacher is None
+        else f"named by --teacher (mean choice nDCG@10 {score:.2f}; the best on the choice judgements is "
+        f"`{best}`, {best_score:.2f})"
+    )
     first = start_model(plan, start)
     folder = plan.output_dir / start / "static students"
     adapted = [teacher_model(plan, start, method, lr, seed, folder) for seed in plan.seeds]
@@ -152,7 +169,13 @@ def measure(plan: Plan, start: str, recipe: str = RECIPE, dtype: str = "auto") -
             point.versus_teacher = bootstrap.compare(point.name, point.teacher)
     # does adapting the teacher reach the student? (the same recipe, seeds and sentences on both sides)
     students = bootstrap.compare(points[3].name, points[2].name)
-    return points, reference["metrics"] | {"task": name, "method": method, "lr": lr, "students": students}
+    return points, reference["metrics"] | {
+        "task": name,
+        "method": method,
+        "lr": lr,
+        "students": students,
+        "chosen": chosen,
+    }
 
 
 def report(
@@ -174,8 +197,8 @@ def report(
     head = ["model", "seeds", "test nDCG@10", "− what it comes from [95 %]", "verdict", "− BM25 [95 %]",
             "verdict", "documents/s", "× the start"]  # fmt: skip
     lines = [
-        f"Teacher: `{reference['method']}` at lr {reference['lr']:g} from {start}, the finished method whose "
-        f"seeds scored best on the choice judgements. Test judgements only below; documents/s on the CPU "
+        f"Teacher: `{reference['method']}` at lr {reference['lr']:g} from {start}, {reference['chosen']}. "
+        f"Test judgements only below; documents/s on the CPU "
         f"({machine}), each model at --dtype {dtype}.", "",
         "| " + " | ".join(head) + " |", "|" + "---|" * len(head),
     ]  # fmt: skip
@@ -203,12 +226,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--dtype", default="auto", help="the precision documents/s is timed at (default auto)"
     )
+    parser.add_argument(
+        "--teacher",
+        help="this method of the plan as the teacher (default: the best on the choice judgements)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     plan = Plan.load(args.plan)
     if args.start not in plan.starts:
         raise SystemExit(f"--start {args.start}: not in the plan, which has: {', '.join(plan.starts)}")
-    points, reference = measure(plan, args.start, args.recipe, args.dtype)
+    points, reference = measure(plan, args.start, args.recipe, args.dtype, args.teacher)
     figure = args.out.with_suffix(".png")
     text = report(plan, args.start, points, reference, figure, describe_machine(), args.dtype)
     args.out.parent.mkdir(parents=True, exist_ok=True)

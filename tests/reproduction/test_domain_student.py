@@ -72,6 +72,15 @@ def test_static_students_of_the_chosen_teacher_and_of_the_start(tmp_path, tiny_s
     assert [s.stat().st_mtime_ns for s in students] == stamps
     with pytest.raises(SystemExit, match="--start other: not in the plan, which has: tiny"):
         domain_student.main([*args[:1], "--start", "other", *args[3:]])
+    with pytest.raises(SystemExit, match="--teacher contrastive_tension: not every seed of it is finished"):
+        domain_student.main([*args, "--teacher", "contrastive_tension"])
+    with pytest.raises(SystemExit, match="--teacher nope: not in the plan"):
+        domain_student.main([*args, "--teacher", "nope"])
+    assert domain_student.main([*args, "--teacher", "simcse"]) == 0  # named: the same runs, said so
+    assert (
+        "Teacher: `simcse` at lr 0.001 from tiny, named by --teacher (mean choice nDCG@10 " in out.read_text()
+    )
+    assert [s.stat().st_mtime_ns for s in students] == stamps
 
 
 def test_a_teacher_whose_weights_were_not_kept_is_trained_again(tmp_path, tiny_study):

@@ -103,17 +103,19 @@ $(PEERS): benchmarks/peers/requirements.lock
 # post-processing and every method under one protocol (a search, 3 seeds); stages are cached in runs/reproduce,
 # so a re-run only redoes what changed.
 # the domain study (docs/domain.md): every adaptation method on SciFact, chosen on train, reported on test;
-# resumable (each run is a sentcl adapt folder under runs/domain-study); on a GPU, JOBS=6 trains six
-# start × method pairs at once (docs/domain.md section 5)
+# resumable (each run is a sentcl adapt folder under runs/domain-study); on a GPU, JOBS=8 trains eight
+# runs at once (docs/domain.md section 5)
 JOBS ?= 1
 domain-study: $(STAMP)
 	$(BIN)/python -m sentcl_reproduction.domain_study configs/domain/study.yaml --jobs $(JOBS)
 
-# static students of the study's adapted model (chosen on train judgements) and of the start, on SciFact's
-# sentences: their test nDCG@10 and speed (docs/domain.md section 6); needs the study's runs of that start
+# static students of the study's adapted model (chosen on train judgements, or TEACHER=method) and of the
+# start, on SciFact's sentences: their test nDCG@10 and speed (docs/domain.md section 6, made with
+# TEACHER=simcse); needs the study's runs of that start
+TEACHER ?=
 domain-students: $(STAMP)
 	$(BIN)/python -m sentcl_reproduction.domain_student configs/domain/study.yaml --start all-MiniLM-L6-v2 \
-		--out docs/domain_students.md
+		--out docs/domain_students.md $(if $(TEACHER),--teacher $(TEACHER))
 
 reproduce: $(STAMP) runs/data/ease_redocred.tsv
 	$(BIN)/sentcl reproduce configs/reproduce/cpu.yaml

@@ -84,13 +84,19 @@ def test_from_scratch_learns_and_saves_a_loadable_masked_lm(tmp_path, corpus, ti
     assert encoder.encode(["a dog runs"]).shape == (1, 32)
 
 
-def test_continues_a_checkpoint_and_resumes_bit_identically(tmp_path, corpus, tiny_model_dir, monkeypatch):
-
+def test_continues_a_checkpoint_and_resumes_bit_identically(
+    tmp_path, corpus, tiny_model_dir, monkeypatch, caplog
+):
     model = {"name_or_path": str(tiny_model_dir)}  # a BertModel without MLM head: a fresh one is added
     straight = pretrain(
         load_pretrain_recipe(write_recipe(tmp_path, model, corpus, tmp_path / "a", checkpoint_steps=4))
     )
     assert straight.steps == 12
+    assert "the checkpoint has no masked-LM head, so a fresh one (random) is trained" in caplog.text
+    caplog.clear()  # a masked LM with its head (the run just made) is continued without the warning
+    again = {"name_or_path": str(tmp_path / "a" / "model")}
+    pretrain(load_pretrain_recipe(write_recipe(tmp_path, again, corpus, tmp_path / "c", checkpoint_steps=4)))
+    assert "no masked-LM head" not in caplog.text
     recipe = load_pretrain_recipe(write_recipe(tmp_path, model, corpus, tmp_path / "b", checkpoint_steps=4))
     with crash_after_a_checkpoint(monkeypatch):  # pre-training runs the training loop
         pretrain(recipe)

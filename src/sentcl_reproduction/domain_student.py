@@ -133,13 +133,13 @@ def measure(
     plan: Plan, start: str, recipe: str = RECIPE, dtype: str = "auto", teacher: str | None = None
 ) -> tuple[list[Point], dict]:
     method, lr, score = teacher_method(plan, start, teacher)
-    best, _, best_score = teacher_method(plan, start)
-    chosen = (
-        "the finished method whose seeds scored best on the choice judgements"
-        if teacher is None
-        else f"named by --teacher (mean choice nDCG@10 {score:.2f}; the best on the choice judgements is "
-        f"`{best}`, {best_score:.2f})"
-    )
+    chosen = "the finished method whose seeds scored best on the choice judgements"
+    if teacher is not None:  # what the rule would have chosen, said beside it
+        best, _, best_score = teacher_method(plan, start)
+        chosen = (
+            f"named by --teacher (mean choice nDCG@10 {score:.2f}; the best on the choice judgements is "
+            f"`{best}`, {best_score:.2f})"
+        )
     first = start_model(plan, start)
     folder = plan.output_dir / start / "static students"
     adapted = [teacher_model(plan, start, method, lr, seed, folder) for seed in plan.seeds]

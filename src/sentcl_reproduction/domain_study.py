@@ -89,6 +89,11 @@ def run_folder(plan: Plan, start: str, method: str, lr: float, seed: int) -> Pat
     return plan.output_dir / start / method / f"lr-{lr:g}" / f"seed-{seed}"
 
 
+def stage_folder(plan: Plan, start: str, method: str) -> Path:
+    """Where a two-stage method's masked-LM stage from ``start`` is made."""
+    return plan.output_dir / start / method / "pretrained"
+
+
 class NotRunError(LookupError):
     """A run the report needs is not finished, and the study was asked not to train (``--report-only``)."""
 
@@ -109,7 +114,7 @@ def adapted_into(
         raise NotRunError(str(folder))
     model = start_model(plan, start)
     if "pretrain" in spec:  # the two-stage order: masked-LM on the domain first, from this start
-        model = pretrained(spec["pretrain"], plan.output_dir / start / method / "pretrained", model)
+        model = pretrained(spec["pretrain"], stage_folder(plan, start, method), model)
     resume = (folder / "checkpoint").is_dir()
     if folder.exists() and not resume:
         shutil.rmtree(folder)  # a run that died before its first checkpoint: the study's own folder
@@ -338,11 +343,7 @@ def _train_run(plan: Plan, start: str, method: str, lr: float, seed: int, thread
 def _make_stage(plan: Plan, start: str, method: str, threads: int) -> None:
     """A two-stage method's masked-LM stage from ``start``, in a process of its own (``--jobs``)."""
     _in_process(threads, start, method)
-    pretrained(
-        plan.methods[method]["pretrain"],
-        plan.output_dir / start / method / "pretrained",
-        start_model(plan, start),
-    )
+    pretrained(plan.methods[method]["pretrain"], stage_folder(plan, start, method), start_model(plan, start))
 
 
 def train_in_parallel(plan: Plan, starts: list[str], methods: list[str], jobs: int) -> None:
@@ -366,7 +367,7 @@ def train_in_parallel(plan: Plan, starts: list[str], methods: list[str], jobs: i
             except (OSError, ValueError, KeyError) as error:  # a first-seed run's summary unreadable
                 failed[start, method] = str(error)
                 return
-            stage = plan.output_dir / start / method / "pretrained" / "summary.json"
+            stage = stage_folder(plan, start, method) / "summary.json"
             tasks = (
                 [(_make_stage, plan, start, method, threads)]
                 if runs and "pretrain" in plan.methods[method] and not stage.is_file()

@@ -25,7 +25,7 @@ CHROMIUM := /usr/bin/chromium
 WORDNET  := /usr/share/wordnet/data.noun
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test test-min lint unit setup clean bench reproduce domain-study domain-students
+.PHONY: demo test test-min lint unit setup clean bench reproduce domain-study domain-study-cpu domain-students
 
 setup: $(STAMP)
 
@@ -108,6 +108,11 @@ $(PEERS): benchmarks/peers/requirements.lock
 JOBS ?= 1
 domain-study: $(STAMP)
 	$(BIN)/python -m sentcl_reproduction.domain_study configs/domain/study.yaml --jobs $(JOBS)
+
+# the same study sized for 2 CPU cores (configs/domain/study_cpu.yaml: 100 steps, ICT's passages at 128 tokens,
+# the report in bf16 where native; about 4 h, resumable under runs/domain-study-cpu; docs/domain.md section 5c)
+domain-study-cpu: $(STAMP)
+	$(BIN)/python -m sentcl_reproduction.domain_study configs/domain/study_cpu.yaml
 
 # static students of the study's adapted model (chosen on train judgements, or TEACHER=method) and of the
 # start, on SciFact's sentences: their test nDCG@10 and speed (docs/domain.md section 6, made with

@@ -37,7 +37,7 @@ def test_recipe_loads(path, monkeypatch):
                     settings = {**plan.budget, **overrides, **candidate, "training.seed": plan.seeds[0]}
                     load_recipe(method.recipe, as_overrides(settings))
         return
-    if path.name == "study.yaml":  # the domain study's plan: every recipe it runs must load
+    if path.name in ("study.yaml", "study_cpu.yaml"):  # a domain study's plan: every recipe it runs must load
         from sentcl.training.adapt import AdaptRequest, recipe
         from sentcl.training.recipe import recipe_from_dict
         from sentcl_reproduction.domain_study import Plan
@@ -52,7 +52,7 @@ def test_recipe_loads(path, monkeypatch):
             for lr in plan.learning_rates:
                 request = AdaptRequest("a-model", plan.corpus, "out", spec.get("method", name),
                                        learning_rate=lr, choose=plan.choose, report=plan.report_qrels,
-                                       **plan.settings)  # fmt: skip
+                                       max_length=spec.get("max_length"), **plan.settings)  # fmt: skip
                 request.check()
                 recipe_from_dict(recipe(request))
         return

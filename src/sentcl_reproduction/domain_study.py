@@ -12,7 +12,11 @@ seeds), the difference with the start and with BM25 and its 95 % interval from a
 queries (each replicate draws the queries and the seeds again), and a verdict — "holds", "fails" (the
 interval excludes 0 the other way) or "not distinguishable". Every run is a ``sentcl adapt`` run folder:
 one already reported is read back, one interrupted resumes from its checkpoint, so the study resumes after
-any interruption; the report is written again at the end of every run.
+any interruption; only the runs the table reads are reported (a first-seed run at a rate not chosen is
+trained and chosen among, never reported: a report encodes the whole corpus); the study's report is written
+again at the end of every pair. A method may cut its rows (``max_length``) and ``settings`` may set the
+report's precision (``report_dtype``), as ``configs/domain/study_cpu.yaml``, the plan sized for 2 CPU cores,
+does.
 """
 
 from __future__ import annotations
@@ -33,10 +37,14 @@ import numpy as np
 from sentcl.analysis.plots import plot_method_bars
 from sentcl.config import expand_path, load_yaml
 from sentcl.evaluation.significance import Difference, MeanBootstrap
-from sentcl.training.adapt import METHODS, AdaptRequest, adapt
+from sentcl.training.adapt import METHODS, AdaptRequest, adapt, report_run
 from sentcl.training.kinds import load_run_recipe, replace_training, run
 
 logger = logging.getLogger(__name__)
+
+#: what a plan's method may say: its ``sentcl adapt`` method (default: its name), a ``sentcl pretrain``
+#: recipe run first (the two-stage order), the tokens a training row keeps (default: the method's)
+METHOD_KEYS = ("method", "pretrain", "max_length")
 
 
 @dataclass
@@ -61,6 +69,9 @@ class Plan:
             method = spec.get("method", name)
             if method not in METHODS:
                 raise ValueError(f"methods.{name}: {method!r} is not one of {', '.join(METHODS)}")
+            unknown = sorted(set(spec) - set(METHOD_KEYS))
+            if unknown:
+                raise ValueError(f"methods.{name}.{unknown[0]}: not one of {', '.join(METHOD_KEYS)}")
         return cls(Path(raw["output_dir"]), Path(raw["report"]), paths["corpus"], paths["choose"],
                    paths["report_qrels"], raw["starts"], methods, [float(x) for x in raw["learning_rates"]],
                    [int(s) for s in raw["seeds"]], raw.get("settings", {}))  # fmt: skip
@@ -98,39 +109,57 @@ class NotRunError(LookupError):
     """A run the report needs is not finished, and the study was asked not to train (``--report-only``)."""
 
 
-def adapted(plan: Plan, start: str, method: str, lr: float, seed: int, train: bool = True) -> dict:
-    """One run's report (adapt.json), trained now or read back; an interrupted run resumes."""
-    return adapted_into(plan, start, method, lr, seed, run_folder(plan, start, method, lr, seed), train)
+def adapted(
+    plan: Plan, start: str, method: str, lr: float, seed: int, train: bool = True, report: bool = True
+) -> dict:
+    """One run's report (adapt.json), trained now or read back; an interrupted run resumes. Without
+    ``report``, the run only trained (its summary.json; a first-seed run at a rate not chosen is never
+    reported), and {} comes back; a run trained so is reported when a report is asked of it."""
+    folder = run_folder(plan, start, method, lr, seed)
+    return adapted_into(plan, start, method, lr, seed, folder, train, report)
 
 
 def adapted_into(
-    plan: Plan, start: str, method: str, lr: float, seed: int, folder: Path, train: bool = True
-) -> dict:
+    plan: Plan, start: str, method: str, lr: float, seed: int, folder: Path, train: bool = True,
+    report: bool = True,
+) -> dict:  # fmt: skip
     """:func:`adapted` with its run in ``folder``: the same run elsewhere (the study kept no weights)."""
     spec = plan.methods[method]
     if (folder / "adapt.json").is_file():
         return json.loads((folder / "adapt.json").read_text(encoding="utf-8"))
+    trained = trained_in(folder)
+    if trained and not report:
+        return {}
     if not train:
         raise NotRunError(str(folder))
     model = start_model(plan, start)
     if "pretrain" in spec:  # the two-stage order: masked-LM on the domain first, from this start
         model = pretrained(spec["pretrain"], stage_folder(plan, start, method), model)
     resume = (folder / "checkpoint").is_dir()
-    if folder.exists() and not resume:
+    if folder.exists() and not resume and not trained:
         shutil.rmtree(folder)  # a run that died before its first checkpoint: the study's own folder
     request = AdaptRequest(
         model, plan.corpus, str(folder), spec.get("method", method), learning_rate=lr, seed=seed,
-        choose=plan.choose, report=plan.report_qrels, resume=resume, **plan.settings,
+        choose=plan.choose, report=plan.report_qrels if report else None, resume=resume,
+        max_length=spec.get("max_length"), **plan.settings,
     )  # fmt: skip
-    adapt(request)
-    return json.loads((folder / "adapt.json").read_text(encoding="utf-8"))
+    if trained:  # trained before without its report: reported now
+        report_run(request, folder)
+    else:
+        adapt(request)
+    return json.loads((folder / "adapt.json").read_text(encoding="utf-8")) if report else {}
+
+
+def trained_in(folder: Path) -> bool:
+    """Whether a run finished its training in ``folder`` (its report aside)."""
+    return (folder / "summary.json").is_file() and (folder / "model").is_dir()
 
 
 def chosen_on_train(plan: Plan, start: str, method: str, train: bool = True) -> float:
     """The learning rate whose first-seed run scored best on the choice judgements (its kept step's)."""
     scores = {}
     for lr in plan.learning_rates:
-        adapted(plan, start, method, lr, plan.seeds[0], train)
+        adapted(plan, start, method, lr, plan.seeds[0], train, report=False)
         folder = run_folder(plan, start, method, lr, plan.seeds[0])
         summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
         scores[lr] = summary["best_metrics"][summary["primary_metric"]]
@@ -161,10 +190,12 @@ def start_report(plan: Plan, start: str, train: bool = True) -> dict:
     if not single:
         raise ValueError("methods: the plan needs a method that starts from the start itself (no pretrain)")
     for method in single:
-        folder = run_folder(plan, start, method, plan.learning_rates[0], plan.seeds[0])
-        if (folder / "adapt.json").is_file():
-            return json.loads((folder / "adapt.json").read_text(encoding="utf-8"))
-    return adapted(plan, start, single[0], plan.learning_rates[0], plan.seeds[0], train)
+        for lr in plan.learning_rates:
+            folder = run_folder(plan, start, method, lr, plan.seeds[0])
+            if (folder / "adapt.json").is_file():
+                return json.loads((folder / "adapt.json").read_text(encoding="utf-8"))
+    lr = chosen_on_train(plan, start, single[0], train)
+    return adapted(plan, start, single[0], lr, plan.seeds[0], train)
 
 
 def rows_of(plan: Plan, start: str, method: str, train: bool = True) -> tuple[Row, dict]:
@@ -315,7 +346,8 @@ def next_runs(plan: Plan, start: str, method: str) -> list[tuple[float, int]]:
     waiting = [
         (lr, seed)
         for lr, seed in first
-        if not (run_folder(plan, start, method, lr, seed) / "adapt.json").is_file()
+        if not trained_in(folder := run_folder(plan, start, method, lr, seed))
+        and not (folder / "adapt.json").is_file()  # a run that came back without its weights
     ]
     if waiting:
         return waiting
@@ -337,7 +369,7 @@ def _in_process(threads: int, start: str, method: str) -> None:
 def _train_run(plan: Plan, start: str, method: str, lr: float, seed: int, threads: int) -> None:
     """One run, in a process of its own (``--jobs``)."""
     _in_process(threads, start, method)
-    adapted(plan, start, method, lr, seed)
+    adapted(plan, start, method, lr, seed, report=seed != plan.seeds[0])  # the first seeds: chosen among
 
 
 def _make_stage(plan: Plan, start: str, method: str, threads: int) -> None:

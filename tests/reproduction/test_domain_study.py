@@ -59,9 +59,17 @@ def test_a_tiny_study_reports_and_resumes(tmp_path, tiny_model_dir, domain, monk
     assert [line.split(" | ")[0] for line in hybrid[2:]] == [line.split(" | ")[0] for line in table[2:]]
     assert len({line.count("|") for line in hybrid}) == 1 and "The start's hybrid − BM25: " in report
     assert (tmp_path / "images" / "domain_tiny.png").stat().st_size > 1000
-    runs = sorted(p.parent.relative_to(tmp_path / "study") for p in (tmp_path / "study").rglob("adapt.json"))
+    study = tmp_path / "study"
+    runs = sorted(p.parent.relative_to(study) for p in study.rglob("summary.json"))
     # each method: both rates with the first seed, then the chosen rate with the second
     assert len(runs) == 2 * 3 and all(str(r).count("/") == 3 for r in runs)
+    reported = {p.parent.relative_to(tmp_path / "study") for p in (tmp_path / "study").rglob("adapt.json")}
+    assert len(reported) == 2 * 2  # only what the table reads: the rate not chosen is never reported
+    for method in ("tsdae", "in-batch CT"):
+        chosen = domain_study.chosen_on_train(domain_study.Plan.load(path), "tiny", method, train=False)
+        assert {r for r in runs if r.parts[1] == method} - reported == {
+            next(r for r in runs if r.parts[1] == method and r.parts[2] != f"lr-{chosen:g}")
+        }
     first = json.loads(next((tmp_path / "study").rglob("adapt.json")).read_text())
     assert len(first["per_query"]["adapted"]["domain_ndcg@10"]) == 6
 
@@ -162,3 +170,30 @@ def test_next_runs_are_the_first_seed_at_every_rate_then_the_chosen_rate(tmp_pat
     assert domain_study.next_runs(plan, "s", "x") == [(3e-5, 2)]
     finish(3e-5, 2, 0.1)
     assert domain_study.next_runs(plan, "s", "x") == []
+
+
+def test_a_methods_unknown_key_is_one_line(tmp_path, tiny_model_dir, domain):
+    path = write_plan(tmp_path, tiny_model_dir, domain)
+    plan = yaml.safe_load(path.read_text())
+    plan["methods"]["tsdae"] = {"max_len": 32}
+    path.write_text(yaml.safe_dump(plan))
+    message = r"^methods\.tsdae\.max_len: not one of method, pretrain, max_length$"
+    with pytest.raises(ValueError, match=message):
+        domain_study.Plan.load(path)
+
+
+def test_a_trained_run_is_reported_when_its_report_is_asked(tmp_path, tiny_model_dir, domain, monkeypatch):
+    monkeypatch.setenv("SENTCL_CACHE", str(tmp_path / "cache"))
+    plan = domain_study.Plan.load(write_plan(tmp_path, tiny_model_dir, domain))
+    plan.methods["tsdae"]["max_length"] = 12
+    assert domain_study.adapted(plan, "tiny", "tsdae", 1e-3, 1, report=False) == {}
+    folder = domain_study.run_folder(plan, "tiny", "tsdae", 1e-3, 1)
+    assert domain_study.trained_in(folder) and not (folder / "adapt.json").exists()
+    assert "max_length: 12" in (folder / "config.yaml").read_text()
+
+    def never(request):
+        raise AssertionError(f"trained again: {request.output}")
+
+    monkeypatch.setattr(domain_study, "adapt", never)
+    report = domain_study.adapted(plan, "tiny", "tsdae", 1e-3, 1)  # reported now, not trained again
+    assert report["method"] == "tsdae" and (folder / "adapt.json").is_file()

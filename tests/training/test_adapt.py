@@ -144,6 +144,21 @@ def test_a_models_report_is_measured_once(tmp_path, tiny_model_dir, domain, monk
     assert adapt_module.report_scores(report, str(tiny_model_dir), "avg") == first  # read back
     with pytest.raises(AssertionError, match="measured again"):  # another pooler is another model
         adapt_module.report_scores(report, str(tiny_model_dir), "cls_before_pooler")
+    with pytest.raises(AssertionError, match="measured again"):  # another precision, another report
+        adapt_module.report_scores(report, str(tiny_model_dir), "avg", "bf16")
+
+
+def test_the_report_says_its_precision_and_a_row_its_length(tmp_path, tiny_model_dir, domain, monkeypatch):
+    monkeypatch.setenv("SENTCL_CACHE", str(tmp_path / "cache"))
+    made = request(tiny_model_dir, domain, tmp_path / "run", report_dtype="bf16", max_length=12, steps=2)
+    result = adapt(made)
+    assert json.loads((tmp_path / "run" / "adapt.json").read_text())["dtype"] == {"start": "bf16",
+                                                                              "adapted": "bf16"}  # fmt: skip
+    assert "encoded in bf16" in result.table.splitlines()[0]
+    assert "max_length: 12" in (tmp_path / "run" / "config.yaml").read_text()  # the method's 64 cut
+    with pytest.raises(ConfigError, match="--report-dtype: 'int8' is not one of fp32, bf16, auto"):
+        adapt(request(tiny_model_dir, domain, tmp_path / "other", report_dtype="int8"))
+    assert not (tmp_path / "other").exists()
 
 
 def test_an_interrupted_adapt_resumes_to_the_same_model(tmp_path, tiny_model_dir, domain, monkeypatch):

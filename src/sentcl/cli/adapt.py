@@ -42,6 +42,14 @@ def add_parser(commands) -> None:
         help="judgements to report on, never chosen on (e.g. FOLDER/qrels/test.tsv): a before/after table "
         "with paired intervals over the queries, also in OUTPUT/adapt.md",
     )  # fmt: skip
+    p.add_argument(
+        "--report-dtype", default="fp32", choices=["fp32", "bf16", "auto"],
+        help="the report's precision: fp32 (default, the same on every machine) or auto (bf16 where native)",
+    )  # fmt: skip
+    p.add_argument(
+        "--max-length", type=positive_int,
+        help="tokens a training row keeps (default: the method's, docs/domain.md; e.g. 128 for ict on a CPU)",
+    )  # fmt: skip
     p.add_argument("--pooler", help="default: the model's own")
     p.add_argument("--seed", type=int, default=42, help="the run's seed (data order, noise, dropout)")
     p.add_argument("--overwrite", action="store_true", help="start again in a non-empty output folder")
@@ -52,6 +60,7 @@ def run_command(args: argparse.Namespace) -> int:
     request = AdaptRequest(
         args.model, args.corpus, args.output, args.method, args.steps, args.batch_size, args.learning_rate,
         args.eval_steps, args.choose, args.report, args.seed, args.overwrite, args.resume, args.pooler,
+        args.max_length, args.report_dtype,
     )  # fmt: skip
     result = adapt(request)
     chosen = f", kept step {result.chosen_step}" if result.chosen_step is not None else ""

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from sentcl import precision
 from sentcl.atomic_write import atomic_file
 from sentcl.config import ConfigError
 from sentcl.embedder import Batched
@@ -54,7 +55,7 @@ CHOICE_WORDS = 128
 #: how the report ranks (dense first: its per-query nDCG@10 is what the bootstrap compares)
 REPORT_MODES = ("dense", "hybrid", "bm25")
 #: bump when the report's measurement changes, so cached reports are measured again
-REPORT_PROTOCOL = "fp32-dense-hybrid-bm25-v1"
+REPORT_PROTOCOL = "fp32-dense-hybrid-bm25-v1"  # (its name predates report_dtype, which the key holds)
 
 
 @dataclass
@@ -75,10 +76,18 @@ class AdaptRequest:
     overwrite: bool = False
     resume: bool = False
     pooler: str | None = None
+    #: tokens a training row keeps (default: the method's, METHODS); e.g. ICT's passages cut to 128 on a CPU
+    max_length: int | None = None
+    #: the precision the report encodes in: fp32 (the default: the same numbers on every machine), bf16, or
+    #: auto (bf16 where it is native, else fp32); the report's table and adapt.json say which
+    report_dtype: str = "fp32"
 
     def check(self) -> None:
         if self.method not in METHODS:
             raise ConfigError(f"--method: {self.method!r} is not one of {', '.join(METHODS)}")
+        self.report_dtype = precision.canonical(self.report_dtype, "--report-dtype", precision.TRAINING)
+        if self.max_length is not None and self.max_length < 8:
+            raise ConfigError(f"--max-length: must be at least 8 tokens, got {self.max_length}")
         for name in ("steps", "batch_size", "eval_steps"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name.replace('_', '-')}: must be positive, got {getattr(self, name)}")
@@ -101,6 +110,7 @@ class AdaptResult:
 def recipe(request: AdaptRequest, model_length: int | None = None) -> dict[str, Any]:
     """The ``sentcl train`` recipe ``request`` runs (its length cut at the model's, ``model_length``)."""
     objective, unit, max_length, views = METHODS[request.method]
+    max_length = request.max_length or max_length
     max_length = min(max_length, model_length or max_length)
     training: dict[str, Any] = {
         "output_dir": request.output, "batch_size": request.batch_size,
@@ -113,7 +123,7 @@ def recipe(request: AdaptRequest, model_length: int | None = None) -> dict[str, 
             "eval_task": str(request.choose), "eval_steps": request.eval_steps, "eval_at_start": True,
             # the start is a candidate: where no step beats it on the user's judgements, model/ is the start
             "start_is_candidate": True, "eval_options": {"document_words": CHOICE_WORDS},
-            "eval_dtype": "auto",  # the choice in bf16 where it is native (the report encodes in fp32)
+            "eval_dtype": "auto",  # the choice in bf16 where it is native (the report: report_dtype)
             "cache_start_evaluation": True,  # the start's choice metric measured once per model and task
         }  # fmt: skip
     else:
@@ -142,30 +152,40 @@ def adapt(request: AdaptRequest) -> AdaptResult:
     trained = train(config)
     result = AdaptResult(trained.output_dir, trained.steps, trained.best_step)
     if request.report:
-        result.report = before_after(request, trained.output_dir / "model", config.model.pooler)
-        result.table = format_table(result.report)
-        write_report(trained.output_dir, result.report, result.table)
+        result.report, result.table = report_run(request, trained.output_dir)
     return result
 
 
-def report_scores(report: str, source: str, pooler: str | None) -> dict:
-    """``source`` on the ``report`` judgements (dense, hybrid, BM25): {"metrics", "per_query"}; recorded in
-    the cache by the model's weights and the judgements' bytes, so a start measured once (a study's many runs
-    from one model) is read back, never measured again."""
+def report_run(request: AdaptRequest, folder: Path) -> tuple[dict, str]:
+    """The before/after table of the run trained in ``folder`` (its ``model/``), written beside it: also
+    later, for a run trained without ``report`` (a study reports only the runs its table reads)."""
+    if request.pooler is None:
+        request.pooler = load_encoder(request.model).pooler
+    report = before_after(request, folder / "model", request.pooler)
+    table = format_table(report)
+    write_report(folder, report, table)
+    return report, table
+
+
+def report_scores(report: str, source: str, pooler: str | None, dtype: str = "fp32") -> dict:
+    """``source`` on the ``report`` judgements (dense, hybrid, BM25) in ``dtype`` (``auto`` decided for the
+    device here): {"metrics", "per_query"}; recorded in the cache by the model's weights, the precision and
+    the judgements' bytes, so a start measured once (a study's many runs from one model) is read back, never
+    measured again."""
     encoder = load_encoder(source, pooler=pooler)
-    key = digest_key(
-        [model_key(encoder, False, "fp32"), sha256_of(qrels_file(Path(report))), REPORT_PROTOCOL]
-    )
+    device = resolve_device("auto", "the report")  # a GPU where there is one
+    dtype = precision.decide(precision.canonical(dtype, "--report-dtype", precision.TRAINING), device)
+    key = digest_key([model_key(encoder, False, dtype), sha256_of(qrels_file(Path(report))), REPORT_PROTOCOL])
     path = cache_dir() / "adapt-reports" / f"{key}.json"
     if path.is_file():
         return json.loads(path.read_text(encoding="utf-8"))
     evaluator = build_evaluator(Path(), str(report), Options(retrieval=",".join(REPORT_MODES)))
-    device = resolve_device("auto", "the report")  # a GPU where there is one
-    metrics = evaluator(Batched(for_inference(encoder, "fp32", device=str(device)), 64))
+    metrics = evaluator(Batched(for_inference(encoder, dtype, device=str(device)), 64))
     where = describe_machine() + (f"; {detect(device).describe()}" if device.type != "cpu" else "")
+    where += f"; encoded in {dtype}"
     scores = {"metrics": metrics, "per_query": {k: v.tolist() for k, v in evaluator.per_item().items()},
               "task": evaluator.names[0], "queries": len(evaluator.sets[0].queries),
-              "measured_on": where}  # fmt: skip
+              "measured_on": where, "dtype": dtype}  # fmt: skip
     write_record(path, scores, indent=None)
     return scores
 
@@ -174,7 +194,7 @@ def before_after(request: AdaptRequest, adapted: Path, pooler: str | None) -> di
     """The start and the adapted model on the report's judgements: dense and hybrid nDCG@10 and Recall@100,
     and each difference's 95 % interval from a paired bootstrap over the queries."""
     assert request.report is not None
-    scores = {label: report_scores(request.report, source, pooler)
+    scores = {label: report_scores(request.report, source, pooler, request.report_dtype)
               for label, source in (("start", request.model), ("adapted", str(adapted)))}  # fmt: skip
     name, queries = scores["start"]["task"], scores["start"]["queries"]
     bootstrap = MeanBootstrap(queries)
@@ -193,14 +213,16 @@ def before_after(request: AdaptRequest, adapted: Path, pooler: str | None) -> di
         "model": request.model, "metrics": {label: s["metrics"] for label, s in scores.items()},
         "per_query": {label: s["per_query"] for label, s in scores.items()}, "differences": differences,
         "measured_on": {label: s.get("measured_on", "not recorded") for label, s in scores.items()},
+        "dtype": {label: s.get("dtype", "fp32") for label, s in scores.items()},
     }  # fmt: skip
 
 
 def format_table(report: dict) -> str:
     name, rows = report["task"], report["metrics"]
+    dtypes = "/".join(sorted(set(report.get("dtype", {}).values()) or {"fp32"}))
     lines = [
         f"{name} ({report['queries']} queries, {report['qrels']}): {report['model']} adapted by "
-        f"{report['method']}",
+        f"{report['method']}, encoded in {dtypes}",
         "| model | nDCG@10 | Recall@100 | hybrid nDCG@10 | hybrid Recall@100 |",
         "|---|---|---|---|---|",
     ]

@@ -6,6 +6,7 @@ import random
 import shutil
 
 import pytest
+import torch
 
 from sentcl.cli.main import main
 from sentcl.config import ConfigError
@@ -146,6 +147,9 @@ def test_a_models_report_is_measured_once(tmp_path, tiny_model_dir, domain, monk
         adapt_module.report_scores(report, str(tiny_model_dir), "cls_before_pooler")
     with pytest.raises(AssertionError, match="measured again"):  # another precision, another report
         adapt_module.report_scores(report, str(tiny_model_dir), "avg", "bf16")
+    encoder = adapt_module.load_encoder(str(tiny_model_dir), pooler="avg")
+    keys = {adapt_module.report_key(encoder, report, "fp32", torch.device(kind)) for kind in ("cpu", "cuda")}
+    assert len(keys) == 2  # a GPU's report is not a CPU's
 
 
 def test_the_report_says_its_precision_and_a_row_its_length(tmp_path, tiny_model_dir, domain, monkeypatch):

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from sentcl import precision
 from sentcl.atomic_write import atomic_file
@@ -175,8 +176,7 @@ def report_scores(report: str, source: str, pooler: str | None, dtype: str = "fp
     encoder = load_encoder(source, pooler=pooler)
     device = resolve_device("auto", "the report")  # a GPU where there is one
     dtype = precision.decide(precision.canonical(dtype, "--report-dtype", precision.TRAINING), device)
-    key = digest_key([model_key(encoder, False, dtype), sha256_of(qrels_file(Path(report))), REPORT_PROTOCOL])
-    path = cache_dir() / "adapt-reports" / f"{key}.json"
+    path = cache_dir() / "adapt-reports" / f"{report_key(encoder, report, dtype, device)}.json"
     if path.is_file():
         return json.loads(path.read_text(encoding="utf-8"))
     evaluator = build_evaluator(Path(), str(report), Options(retrieval=",".join(REPORT_MODES)))
@@ -188,6 +188,15 @@ def report_scores(report: str, source: str, pooler: str | None, dtype: str = "fp
               "measured_on": where, "dtype": dtype}  # fmt: skip
     write_record(path, scores, indent=None)
     return scores
+
+
+def report_key(encoder, report: str, dtype: str, device: torch.device) -> str:
+    """What a cached report depends on: the model's weights and pooling, the precision, the judgements'
+    bytes, and the kind of device (a GPU's fp32 sums in another order than a CPU's)."""
+    parts = [model_key(encoder, False, dtype), sha256_of(qrels_file(Path(report))), REPORT_PROTOCOL]
+    if device.type != "cpu":  # (a CPU's key as before the device was in it: its cached reports stay valid)
+        parts.append(device.type)
+    return digest_key(parts)
 
 
 def before_after(request: AdaptRequest, adapted: Path, pooler: str | None) -> dict:

@@ -136,15 +136,16 @@ def adapted_into(
     model = start_model(plan, start)
     if "pretrain" in spec:  # the two-stage order: masked-LM on the domain first, from this start
         model = pretrained(spec["pretrain"], stage_folder(plan, start, method), model)
-    resume = (folder / "checkpoint").is_dir()
-    if folder.exists() and not resume and not trained:
+    reportable = trained and (folder / "model").is_dir()  # (a run that came back without its weights is not)
+    resume = (folder / "checkpoint").is_dir() and not trained
+    if folder.exists() and not resume and not reportable:
         shutil.rmtree(folder)  # a run that died before its first checkpoint: the study's own folder
     request = AdaptRequest(
         model, plan.corpus, str(folder), spec.get("method", method), learning_rate=lr, seed=seed,
         choose=plan.choose, report=plan.report_qrels if report else None, resume=resume,
         max_length=spec.get("max_length"), **plan.settings,
     )  # fmt: skip
-    if trained:  # trained before without its report: reported now
+    if reportable:  # trained before without its report: reported now
         report_run(request, folder)
     else:
         adapt(request)
@@ -152,8 +153,9 @@ def adapted_into(
 
 
 def trained_in(folder: Path) -> bool:
-    """Whether a run finished its training in ``folder`` (its report aside)."""
-    return (folder / "summary.json").is_file() and (folder / "model").is_dir()
+    """Whether a run finished its training in ``folder`` (its report aside; its weights may not have come
+    back from the machine that trained it: then a report asked of it trains it again)."""
+    return (folder / "summary.json").is_file()
 
 
 def chosen_on_train(plan: Plan, start: str, method: str, train: bool = True) -> float:
@@ -350,12 +352,7 @@ def next_runs(plan: Plan, start: str, method: str) -> list[tuple[float, int]]:
     """The runs of ``start`` × ``method`` that can train now, as (rate, seed): the first seed's at every rate
     until they are all finished, then the other seeds' at the rate chosen on train; none when all are done."""
     first = [(lr, plan.seeds[0]) for lr in plan.learning_rates]
-    waiting = [
-        (lr, seed)
-        for lr, seed in first
-        if not trained_in(folder := run_folder(plan, start, method, lr, seed))
-        and not (folder / "adapt.json").is_file()  # a run that came back without its weights
-    ]
+    waiting = [(lr, seed) for lr, seed in first if not trained_in(run_folder(plan, start, method, lr, seed))]
     if waiting:
         return waiting
     lr = chosen_on_train(plan, start, method, train=False)

@@ -199,6 +199,12 @@ def test_a_trained_run_is_reported_when_its_report_is_asked(tmp_path, tiny_model
     monkeypatch.setattr(domain_study, "adapt", never)
     report = domain_study.adapted(plan, "tiny", "tsdae", 1e-3, 1)  # reported now, not trained again
     assert report["method"] == "tsdae" and (folder / "adapt.json").is_file()
+    other = domain_study.run_folder(plan, "tiny", "tsdae", 1e-4, 1)
+    other.mkdir(parents=True)
+    (other / "summary.json").write_text("{}")  # trained elsewhere, its weights not brought back
+    assert domain_study.adapted(plan, "tiny", "tsdae", 1e-4, 1, report=False) == {}  # chosen among as it is
+    with pytest.raises(AssertionError, match="trained again"):  # its report needs its weights: trained again
+        domain_study.adapted(plan, "tiny", "tsdae", 1e-4, 1)
 
 
 def test_two_plans_never_share_a_figure(tmp_path, tiny_model_dir, domain):

@@ -1,4 +1,5 @@
 import json
+import shutil
 
 import pytest
 import torch
@@ -7,7 +8,7 @@ from transformers import AutoModelForMaskedLM
 from sentcl.config import ConfigError
 from sentcl.data import DataError
 from sentcl.data.sentences import SentencesDataset, SentenceTokens
-from sentcl.model import SentenceEncoder
+from sentcl.model import ModelLoadError, SentenceEncoder
 from sentcl.objectives.masked_lm import mask_tokens
 from sentcl.training.kinds import replace_training
 from sentcl.training.pretrain import load_pretrain_recipe, pretrain
@@ -157,3 +158,28 @@ def test_continued_pretraining_on_a_domains_corpus(tmp_path, tiny_model_dir):
         ConfigError, match=r"data\.corpus_unit: 'paragraph' is not one of none, sentence, document"
     ):
         load_pretrain_recipe(path)
+
+
+def test_a_continued_sentence_transformers_model_keeps_its_encoding_length(tmp_path, corpus, tiny_model_dir):
+    """The start's sentence_bert_config.json goes with the model: it and what is trained from it encode to
+    the start's length (all-MiniLM-L6-v2: 256), not to its tokenizer's (512); none without one."""
+    start = tmp_path / "start"
+    shutil.copytree(tiny_model_dir, start)
+    plain = pretrain(
+        load_pretrain_recipe(write_recipe(tmp_path, {"name_or_path": str(start)}, corpus, tmp_path / "p"))
+    )
+    assert not (plain.output_dir / "model" / "sentence_bert_config.json").exists()
+    default = SentenceEncoder.load(str(plain.output_dir / "model")).max_length
+    settings = {"max_seq_length": 24, "do_lower_case": False}
+    (start / "sentence_bert_config.json").write_text(json.dumps(settings))
+    kept = pretrain(
+        load_pretrain_recipe(write_recipe(tmp_path, {"name_or_path": str(start)}, corpus, tmp_path / "k"))
+    )
+    assert json.loads((kept.output_dir / "model" / "sentence_bert_config.json").read_text()) == settings
+    assert SentenceEncoder.load(str(kept.output_dir / "model")).max_length == 24 != default
+    (start / "sentence_bert_config.json").write_text("{ nope")  # one line naming the file, nothing written
+    with pytest.raises(ModelLoadError, match=r"start/sentence_bert_config\.json:1: invalid JSON"):
+        pretrain(
+            load_pretrain_recipe(write_recipe(tmp_path, {"name_or_path": str(start)}, corpus, tmp_path / "b"))
+        )
+    assert not (tmp_path / "b" / "model").exists()

@@ -14,7 +14,9 @@ where it has none). A run writes into ``output_dir``:
   metrics.jsonl   training loss per logging step; held-out MLM loss (and STS-B dev Spearman of the
                   mean-pooled states, for information only) per evaluation
   model/          the final model with its MLM head: loads as a backbone (``sentcl train``'s
-                  ``model.name_or_path``), keeps its head for MLM-based objectives (TaCL, do_mlm)
+                  ``model.name_or_path``), keeps its head for MLM-based objectives (TaCL, do_mlm); a
+                  continued sentence-transformers model keeps its sentence_bert_config.json, so it
+                  encodes to the start's length (all-MiniLM-L6-v2: 256 tokens, not its tokenizer's 512)
   checkpoint/     every ``checkpoint_steps``, for an exact resume (same batches, masks and updates)
   mlm_loss.png    the loss curves
   summary.json    steps, final held-out loss and perplexity, final STS
@@ -22,6 +24,7 @@ where it has none). A run writes into ``output_dir``:
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from dataclasses import dataclass, field
@@ -40,7 +43,7 @@ from sentcl.data.named import resolve_train_file
 from sentcl.data.sentences import SentencesDataset, SentenceTokens
 from sentcl.embedder import CachedEmbedder
 from sentcl.model import ModelLoadError, SentenceEncoder, split_mlm_model, use_fast_dropout
-from sentcl.model.backbone import check_positions, resolve_model_path
+from sentcl.model.backbone import check_positions, read_json_object, resolve_model_path
 from sentcl.objectives.masked_lm import MaskedLM, MaskedLMConfig
 from sentcl.training.guards import finite_evaluation, require_finite_metric, require_finite_weights
 from sentcl.training.model_card import write_pretrained_card
@@ -210,10 +213,29 @@ def build_mlm_model(config: PretrainModelConfig, seed: int):
     return model, tokenizer
 
 
-def save_mlm_model(model, tokenizer, folder: Path) -> Path:
+#: the start's file that says how sentence-transformers encodes with it (max_seq_length, do_lower_case)
+SENTENCE_SETTINGS = "sentence_bert_config.json"
+
+
+def start_sentence_settings(name_or_path: str) -> dict | None:
+    """The start's ``sentence_bert_config.json`` (a local or packaged folder's), or None: carried to the
+    pre-trained model, so that it and the models trained from it encode to the start's length, not to
+    its tokenizer's (all-MiniLM-L6-v2: 256 tokens, its tokenizer 512; three times the encoding cost)."""
+    if not name_or_path:
+        return None
+    folder = Path(resolve_model_path(name_or_path))
+    try:
+        return read_json_object(folder / SENTENCE_SETTINGS) if folder.is_dir() else None
+    except ValueError as exc:
+        raise ModelLoadError(str(exc)) from None
+
+
+def save_mlm_model(model, tokenizer, folder: Path, sentence_settings: dict | None = None) -> Path:
     with atomic_folder(folder, "model", overwrite=True) as tmp:  # inside the run folder, checked
         model.save_pretrained(str(tmp))
         tokenizer.save_pretrained(str(tmp))
+        if sentence_settings is not None:
+            (tmp / SENTENCE_SETTINGS).write_text(json.dumps(sentence_settings, indent=2) + "\n")
     return folder
 
 
@@ -268,6 +290,7 @@ def _pretrain(config: PretrainConfig, start) -> PretrainResult:
     probe = loop.eval_task not in ("", "none")
     evaluator = task_evaluator(loop)[0] if loop.eval_steps > 0 and probe else None
     model, tokenizer = build_mlm_model(config.model, loop.seed)
+    sentence_settings = start_sentence_settings(config.model.name_or_path)
     if config.model.fast_dropout:
         use_fast_dropout(model)  # cheaper dropout masks (model/dropout.py); weights unchanged
     if tokenizer.mask_token_id is None:
@@ -320,7 +343,9 @@ def _pretrain(config: PretrainConfig, start) -> PretrainResult:
     )
     outcome = run_steps(loop, steps, context, device, output_dir, start.resume)
     require_finite_weights(model, outcome.state.step)
-    save_mlm_model(model, tokenizer, output_dir / "model")  # the final model, with its head
+    save_mlm_model(
+        model, tokenizer, output_dir / "model", sentence_settings
+    )  # the final model, with its head
     write_pretrained_card(output_dir / "model", config.to_dict(), outcome.state.step, outcome.history)
     plot_pretraining(outcome.history, output_dir / "mlm_loss.png")
     result = PretrainResult(output_dir, outcome.state.step, outcome.last_metrics, outcome.state.autocast)

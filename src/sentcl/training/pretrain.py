@@ -343,9 +343,8 @@ def _pretrain(config: PretrainConfig, start) -> PretrainResult:
     )
     outcome = run_steps(loop, steps, context, device, output_dir, start.resume)
     require_finite_weights(model, outcome.state.step)
-    save_mlm_model(
-        model, tokenizer, output_dir / "model", sentence_settings
-    )  # the final model, with its head
+    # the final model, with its head (and the start's sentence-transformers settings, where it had them)
+    save_mlm_model(model, tokenizer, output_dir / "model", sentence_settings)
     write_pretrained_card(output_dir / "model", config.to_dict(), outcome.state.step, outcome.history)
     plot_pretraining(outcome.history, output_dir / "mlm_loss.png")
     result = PretrainResult(output_dir, outcome.state.step, outcome.last_metrics, outcome.state.autocast)

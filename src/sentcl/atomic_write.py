@@ -172,12 +172,49 @@ def publish(folder: Path) -> None:
                 path.chmod(0o666 & ~mask)
 
 
+def owned_by_sentcl(folder: Path, kind: str) -> bool:
+    """Whether ``folder`` carries sentcl's marker of a ``kind`` folder."""
+    return _marker(folder).get("kind") == kind
+
+
+def add_to_marker(folder: Path, name: str) -> None:
+    """``name`` (just written into ``folder`` by sentcl, e.g. a model card) joins the entries sentcl's marker
+    lists, so ``--overwrite`` may replace it later; a folder without sentcl's marker is left unmarked."""
+    record = _marker(folder)
+    if record and name not in record["entries"]:
+        record["entries"] = sorted([*record["entries"], name])
+        with atomic_file(folder / MARKER) as handle:
+            json.dump(record, handle, indent=2)
+            handle.write("\n")
+
+
 def mark_folder(folder: Path, kind: str) -> None:
     """Write ``folder``'s marker: sentcl's ``kind`` folder, holding what is in it now."""
     entries = sorted(entry.name for entry in folder.iterdir() if entry.name != MARKER)
     with atomic_file(folder / MARKER) as handle:
         json.dump({"kind": kind, "entries": entries, "sentcl": __version__}, handle, indent=2)
         handle.write("\n")
+
+
+def remove_sentcls(folder: Path) -> list[str]:
+    """Remove what sentcl wrote in ``folder`` — the entries its marker lists, and the marker — and the folder
+    itself once nothing else is in it. Returns the entries left (the user's own, or all of a folder with no
+    marker of sentcl's): ``--overwrite`` replaces what sentcl wrote and nothing else."""
+    record = _marker(folder)
+    for name in record.get("entries", ()):
+        entry = folder / str(name)
+        if not isinstance(name, str) or Path(name).name != name or name in ("", ".", ".."):
+            continue  # a marker names entries of this folder only; anything else is not followed
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        elif entry.exists() or entry.is_symlink():
+            entry.unlink()
+    if record:
+        (folder / MARKER).unlink(missing_ok=True)
+    left = sorted(entry.name for entry in folder.iterdir())
+    if not left:
+        folder.rmdir()
+    return left
 
 
 def _not_sentcls(path: Path, kind: str, new: Path) -> list[str]:

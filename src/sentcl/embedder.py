@@ -105,14 +105,27 @@ def prompt_text(prompts: dict[str, str], name: str | None, prompt: str | None, w
     return known[name]
 
 
+def encode_with_prompt(embedder, sentences: Sequence[str], prompt: str, *args, **kwargs) -> np.ndarray:
+    """``embedder``'s vectors of ``sentences``, each after ``prompt``, as sentence-transformers makes them: an
+    encoder that takes a ``prompt`` keyword (every sentcl encoder, and the wrappers that say
+    ``takes_prompt``) gets it as a keyword, so a pooling with ``include_prompt`` false leaves the prompt's
+    tokens out; any other Embedder gets the prompt glued before each text."""
+    if not prompt:
+        return embedder.encode(sentences, *args, **kwargs)
+    if getattr(embedder, "takes_prompt", False):
+        return embedder.encode(sentences, *args, prompt=prompt, **kwargs)
+    return embedder.encode([prompt + s for s in sentences], *args, **kwargs)
+
+
 class Prompted:
-    """An Embedder whose every text gets ``prompt`` in front; what else the embedder has passes through."""
+    """An Embedder whose every text gets ``prompt`` in front (:func:`encode_with_prompt`); what else the
+    embedder has passes through."""
 
     def __init__(self, embedder, prompt: str):
         self.embedder, self.prompt = embedder, prompt
 
     def encode(self, sentences: Sequence[str], *args, **kwargs) -> np.ndarray:
-        return self.embedder.encode([self.prompt + s for s in sentences], *args, **kwargs)
+        return encode_with_prompt(self.embedder, sentences, self.prompt, *args, **kwargs)
 
     def __getattr__(self, name):
         if name.startswith("__") or name == "embedder":  # copy/pickle probe before __init__: no recursion
@@ -129,13 +142,19 @@ def for_role(embedder, role: str):
 
 class PromptRoles:
     """``encode_query`` / ``encode_document`` for an encoder with ``prompts`` and ``encode``, as
-    sentence-transformers names them: ``encode`` with the model's prompt for that role, where it has one."""
+    sentence-transformers has them: ``encode`` with the prompt named for that role unless the call names a
+    prompt or a prompt name itself (so the pooling sees the prompt as a prompt)."""
 
     def encode_query(self, sentences: Sequence[str], **kwargs) -> np.ndarray:
-        return for_role(self, QUERY).encode(sentences, **kwargs)
+        return self._encode_as(QUERY, sentences, kwargs)
 
     def encode_document(self, sentences: Sequence[str], **kwargs) -> np.ndarray:
-        return for_role(self, DOCUMENT).encode(sentences, **kwargs)
+        return self._encode_as(DOCUMENT, sentences, kwargs)
+
+    def _encode_as(self, role: str, sentences: Sequence[str], kwargs: dict) -> np.ndarray:
+        if kwargs.get("prompt") is None and kwargs.get("prompt_name") is None:
+            kwargs = kwargs | {"prompt_name": role}
+        return self.encode(sentences, **kwargs)  # type: ignore[attr-defined]
 
 
 def keep_prefix(vectors: np.ndarray, dim: int | None) -> np.ndarray:
@@ -155,6 +174,7 @@ class Batched:
     def __init__(self, encoder, batch_size: int, show_progress: bool | None = None, dim: int | None = None):
         self.encoder, self.batch_size, self.show_progress, self.dim = encoder, batch_size, show_progress, dim
         self.prompts = getattr(encoder, "prompts", {})
+        self.takes_prompt = getattr(encoder, "takes_prompt", False)  # the prompt reaches the pooling
 
     def encode(self, sentences, **options) -> np.ndarray:
         options = {"batch_size": self.batch_size, "show_progress": self.show_progress} | options

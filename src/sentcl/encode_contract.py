@@ -119,6 +119,9 @@ class SentenceTransformersContract:
     #: the prompt ``encode`` puts before texts when it is given neither a prompt nor a prompt name
     default_prompt_name: str | None = None
     _max_batch_tokens: int | None = None
+    #: ``encode`` takes ``prompt=``: role paths hand the prompt over instead of gluing it to the text, so a
+    #: pooling with ``include_prompt`` false leaves it out (embedder.encode_with_prompt)
+    takes_prompt = True
     _similarity_fn_name: str | None = None
     _prompts: dict[str, str]
 

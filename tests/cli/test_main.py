@@ -259,6 +259,25 @@ def test_a_batch_size_below_one_is_one_line_and_writes_nothing(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt"]
 
 
+@pytest.mark.parametrize("backend", ["faiss", "lance"])
+@pytest.mark.parametrize("name", ["corpus.jsonl", "corpus.parquet", "beir"])
+def test_index_refuses_documents_it_would_read_as_lines(backend, name, tiny_model_dir, tmp_path, capsys):
+    """A corpus.jsonl was indexed line by line: a hit's text was the raw JSON, braces and keys included."""
+    if backend == "lance":
+        pytest.importorskip("lancedb")
+    corpus = tmp_path / name
+    if name == "beir":
+        corpus.mkdir()
+        (corpus / "corpus.jsonl").write_text('{"_id": "d1", "text": "a man plays guitar"}\n')
+    else:
+        corpus.write_text('{"_id": "d1", "title": "Guitars", "text": "a man plays guitar"}\n')
+    out = tmp_path / "idx"
+    assert main(["index", str(tiny_model_dir), str(corpus), "--out", str(out), "--backend", backend]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"CORPUS {corpus}: sentcl index reads one sentence per line" in err[0]
+    assert not out.exists()
+
+
 def test_search_with_a_model_of_another_dimension_is_one_line(tmp_path, tiny_model_dir, capsys):
     from tests.conftest import make_tiny_model
 

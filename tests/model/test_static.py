@@ -78,6 +78,8 @@ def test_encode_is_the_mean_of_the_tokens_and_sentence_transformers_loads_the_sa
     loaded = load_encoder(str(tmp_path / "static"))
     assert isinstance(loaded, StaticEncoder) and loaded.prompts == {"query": "query: ", "document": ""}
     np.testing.assert_allclose(loaded.encode(TEXTS), got, atol=1e-6)
+    np.testing.assert_allclose(loaded.encode_query(TEXTS), st.encode_query(TEXTS), atol=1e-6)
+    np.testing.assert_allclose(loaded.encode_document(TEXTS), st.encode_document(TEXTS), atol=1e-6)
     # a sentence-transformers static folder sentcl did not write loads too
     st.save(str(tmp_path / "from-st"))
     np.testing.assert_allclose(load_encoder(str(tmp_path / "from-st")).encode(TEXTS), got, atol=1e-6)
@@ -115,8 +117,12 @@ def test_a_broken_static_folder_is_one_error_naming_the_file(tiny_model_dir, tmp
         (torch.zeros(200, 0), r"model\.safetensors: the token vector table is empty \(shape \[200, 0\]\)"),
         (torch.zeros(200, 8), r"model\.safetensors: every token vector is zero"),
         (torch.ones(200, 6), r"sentcl_static\.json: dimension 8, but .* holds vectors of 6"),
+        (  # issue 70 item 5: [PAD] [UNK] [CLS] [SEP] [MASK] (ids 0-4) set, every word zero
+            torch.cat([torch.ones(5, 8), torch.zeros(195, 8)]),
+            r"model\.safetensors: every token vector but the special tokens' \(5\) is zero",
+        ),
     ],
-    ids=["no dimensions", "all zeros", "another width"],
+    ids=["no dimensions", "all zeros", "another width", "special rows only"],
 )
 def test_a_static_table_that_cannot_be_its_models_is_refused(tiny_model_dir, tmp_path, table, match):
     """Issue 55: a [V, 0] table was a RuntimeError from embedding_bag; a table of another width than its

@@ -99,3 +99,20 @@ def test_bad_lance_folders_and_models_are_one_line(shards, tiny_model_dir, tmp_p
     with pytest.raises(IndexFolderError, match="1 of its 2 shards are written; finish the encode"):
         LanceIndex.from_shards(partial, tmp_path / "never")
     assert not (tmp_path / "never").exists()
+
+
+def test_pq_options_that_cannot_apply_are_one_line_before_any_work(tiny_model_dir, tmp_path, capsys):
+    """Issue 70 items 6 and 7: --sub-vectors 7 of a 32-dimension model was a ValueError traceback after the
+    corpus was encoded; --partitions / --sub-vectors on a flat index were ignored without a word."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(SENTENCES) + "\n")
+    base = ["index", str(tiny_model_dir), str(corpus), "--out", str(tmp_path / "ix"), "--backend", "lance"]
+    for extra, words in (
+        (["--kind", "ivf_pq", "--sub-vectors", "7"], "--sub-vectors 7: does not divide the dimension 32"),
+        (["--kind", "flat", "--partitions", "4"], "--partitions: for --kind ivf_pq"),
+    ):
+        assert main([*base, *extra]) == 2
+        err = capsys.readouterr().err
+        errors = [line for line in err.splitlines() if "error" in line]
+        assert len(errors) == 1 and words in errors[0] and "encoding" not in err, err
+        assert not (tmp_path / "ix").exists()

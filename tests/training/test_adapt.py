@@ -89,6 +89,17 @@ def test_the_command_and_its_documents(tmp_path, tiny_model_dir, domain, capsys)
     )
 
 
+def test_overwrite_keeps_a_users_file_in_the_model_folder(tmp_path, tiny_model_dir, domain):
+    """Issue 70 item 2: `adapt --overwrite` deleted OUTPUT/model/mine.txt without a word."""
+    out = tmp_path / "o"
+    (out / "model").mkdir(parents=True)
+    (out / "model" / "mine.txt").write_text("mine")
+    argv = ["adapt", str(tiny_model_dir), "--corpus", str(domain / "corpus.jsonl"), "--output", str(out),
+            "--steps", "2", "--batch-size", "4", "--pooler", "avg", "--overwrite"]  # fmt: skip
+    assert main(argv) == 0 and main(argv) == 0  # a second --overwrite run replaces only its own model
+    assert (out / "model" / "mine.txt").read_text() == "mine" and (out / "model" / "config.json").is_file()
+
+
 @pytest.mark.parametrize("method", list(METHODS))
 def test_every_method_trains_from_its_recipe(tmp_path, tiny_model_dir, domain, method):
     result = adapt(request(tiny_model_dir, domain, tmp_path / "run", method=method, choose=None, report=None,

@@ -497,6 +497,27 @@ def test_overwrite_replaces_the_previous_run_whole(tmp_path, tiny_model_dir, wik
     assert (run / "notes.txt").read_text() == "mine"  # not the run's: kept
 
 
+def test_overwrite_keeps_the_users_files_inside_the_runs_folders(
+    tmp_path, tiny_model_dir, wiki_file, stsb_data_dir
+):
+    """Issue 70 item 2: --overwrite removed OUTPUT/model whole, with a user's file in it; only what sentcl
+    wrote there may go (its marker lists it), and a tracker folder sentcl did not make is left as found."""
+    run = tmp_path / "run"
+    train(recipe(tiny_model_dir, wiki_file, run, stsb_data_dir, max_steps=2, eval_steps=0))
+    (run / "model" / "mine.txt").write_text("mine")
+    (run / "tensorboard").mkdir()
+    (run / "tensorboard" / "notes.txt").write_text("not sentcl's")
+    again = recipe(tiny_model_dir, wiki_file, run, stsb_data_dir, max_steps=2, eval_steps=0,
+                   overwrite_output_dir=True, learning_rate=1e6)  # fmt: skip
+    with pytest.raises(TrainingError):  # fails: the previous model is gone, the user's file is not
+        train(again)
+    assert sorted(p.name for p in (run / "model").iterdir()) == ["mine.txt"]
+    assert (run / "tensorboard" / "notes.txt").read_text() == "not sentcl's"
+    train(recipe(tiny_model_dir, wiki_file, run, stsb_data_dir, max_steps=2, eval_steps=0,
+                 overwrite_output_dir=True))  # fmt: skip
+    assert (run / "model" / "mine.txt").read_text() == "mine" and (run / "model" / "config.json").is_file()
+
+
 def test_resume_refuses_a_changed_recipe(tmp_path, tiny_model_dir, wiki_file, stsb_data_dir):
     run = tmp_path / "run"
     train(

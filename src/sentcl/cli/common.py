@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+from collections.abc import Callable
+from typing import Any
 
 from sentcl.config import ConfigError
 from sentcl.model.inference import for_inference, load_encoder
@@ -106,9 +108,12 @@ def fit(name: str, embedder, sentences: list[str]):
     return fit_postprocessor(POSTPROCESSORS[name](), embedder, sentences)
 
 
-def inference_encoder(args: argparse.Namespace):
-    """The model to encode with, in ``--dtype`` (model/inference.py: an ONNX export as it is)."""
+def inference_encoder(args: argparse.Namespace, check: Callable[[Any], None] | None = None):
+    """The model to encode with, in ``--dtype`` (model/inference.py: an ONNX export as it is);
+    ``check(model)`` runs on the loaded model before its precision is chosen (which may measure)."""
     encoder = load_encoder(args.model, pooler=args.pooler, allow_pickle=args.allow_pickle)
+    if check is not None:
+        check(encoder)
     return for_inference(encoder, args.dtype, device=args.device)
 
 

@@ -5,6 +5,7 @@ with ``--backend lance`` a LanceDB index on disk (IVF-PQ, larger than memory), a
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from sentcl.atomic_write import check_replaceable
 from sentcl.cli.common import (
@@ -20,6 +21,7 @@ from sentcl.embedder import Batched
 from sentcl.extras import require
 from sentcl.model import pooler_argument
 from sentcl.search import LanceIndex, SentenceIndex
+from sentcl.search.lance_index import check_sub_vectors
 
 NAMES = ("index",)
 
@@ -64,7 +66,7 @@ def run_command(args: argparse.Namespace) -> int:
         raise ConfigError(f"{'--shards' if args.shards else '--kind ivf_pq'}: for --backend lance")
     if not (args.model and args.corpus):
         raise ConfigError("MODEL and CORPUS are needed (or --backend lance --shards FOLDER)")
-    sentences = [row[0] for row in read_sentences(args.corpus).rows]
+    sentences = corpus_sentences(args.corpus)
     encoder = inference_encoder(args)
     index = SentenceIndex.of_corpus(
         Batched(encoder, args.batch_size, show_progress=True), sentences, kind=args.kind, model=encoder.source
@@ -75,10 +77,30 @@ def run_command(args: argparse.Namespace) -> int:
     return 0
 
 
+#: corpora of documents (ids and fields) that a one-sentence-per-line reader would take line by line
+DOCUMENT_SUFFIXES = (".jsonl", ".json", ".parquet", ".jsonl.gz", ".json.gz")
+
+
+def corpus_sentences(path: str) -> list[str]:
+    """The sentences of a one-per-line corpus; a folder (a BEIR collection), JSON lines or Parquet is refused
+    in one line: each raw JSON line, braces and keys included, would be indexed as a text."""
+    name = path.lower()
+    if Path(path).is_dir() or name.endswith(DOCUMENT_SUFFIXES):
+        raise ConfigError(
+            f"CORPUS {path}: sentcl index reads one sentence per line (a .txt file); documents with ids "
+            f"and fields (a BEIR folder, JSON lines, Parquet) are not read as documents by it — write their "
+            f"texts one per line (e.g. jq -r '.title + \" \" + .text' corpus.jsonl > corpus.txt)"
+        )
+    return [row[0] for row in read_sentences(path).rows]
+
+
 def run_lance(args: argparse.Namespace) -> int:
     require("lancedb", "lance", "a lance index")  # before the corpus is encoded
     if args.kind not in ("auto", "flat", "ivf_pq"):
         raise ConfigError(f"--kind {args.kind}: a lance index is auto, flat or ivf_pq")
+    cells = [f for f, v in (("--partitions", args.partitions), ("--sub-vectors", args.sub_vectors)) if v]
+    if args.kind == "flat" and cells:
+        raise ConfigError(f"{cells[0]}: for --kind ivf_pq; a flat index has no cells or codes")
     options = {
         "kind": args.kind, "partitions": args.partitions, "sub_vectors": args.sub_vectors,
         "nprobes": args.nprobes, "refine_factor": args.refine_factor, "overwrite": args.overwrite,
@@ -90,8 +112,9 @@ def run_lance(args: argparse.Namespace) -> int:
     else:
         if not (args.model and args.corpus):
             raise ConfigError("MODEL and CORPUS are needed (or --shards FOLDER)")
-        sentences = [row[0] for row in read_sentences(args.corpus).rows]
-        encoder = inference_encoder(args)
+        sentences = corpus_sentences(args.corpus)
+        # --sub-vectors checked against the model's dimension before any text is encoded
+        encoder = inference_encoder(args, lambda model: check_sub_vectors(args.sub_vectors, model.dimension))
         embedder = Batched(encoder, args.batch_size, show_progress=True)
         index = LanceIndex.of_corpus(args.out, embedder, sentences, model=encoder.source, **options)
     print(f"{args.out}: {len(index)} rows, lance {index.kind} index, model {index.model}")

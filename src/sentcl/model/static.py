@@ -197,6 +197,14 @@ class StaticEncoder(nn.Module, PromptRoles, SentenceTransformersContract):
             raise ModelLoadError(
                 f"{weights_file}: {vectors.shape[0]} token vectors for a tokenizer of {len(tokenizer)} ids"
             )
+        specials = sorted(i for i in set(tokenizer.all_special_ids) if i < vectors.shape[0])
+        words = vectors.clone()
+        words[specials] = 0
+        if not words.any():  # a text's mean leaves the special tokens out: every text would encode to 0
+            raise ModelLoadError(
+                f"{weights_file}: every token vector but the special tokens' ({len(specials)}) is zero; "
+                f"every text would encode to 0"
+            )
         encoder = cls(vectors, tokenizer, str(folder.resolve()) if folder.exists() else name_or_path)
         encoder.init = str(meta.get("init", ""))
         encoder.prompts = dict(meta.get("prompts") or {})

@@ -60,9 +60,10 @@ class PostProcessedEmbedder:
         self.embedder = embedder
         self.processor = processor
         self.prompts = getattr(embedder, "prompts", None) or {}  # retrieval applies them before encode
+        self.takes_prompt = getattr(embedder, "takes_prompt", False)  # handed to the embedder's pooling
 
-    def encode(self, sentences: Sequence[str]) -> np.ndarray:
-        return self.processor.transform(self.embedder.encode(sentences)).astype(np.float32)
+    def encode(self, sentences: Sequence[str], **options) -> np.ndarray:
+        return self.processor.transform(self.embedder.encode(sentences, **options)).astype(np.float32)
 
 
 def fit_postprocessor(

@@ -20,6 +20,7 @@ never all of them in memory).
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain
@@ -30,9 +31,12 @@ import numpy as np
 
 from sentcl.arrow_columns import column_matrix, vector_column
 from sentcl.atomic_write import atomic_folder
+from sentcl.config import ConfigError
 from sentcl.embedder import DOCUMENT, QUERY, Embedder, for_role, require_finite
 from sentcl.extras import require
 from sentcl.search.index import FLAT_LIMIT, Hit, IndexFolderError
+
+logger = logging.getLogger(__name__)
 
 KINDS = ("auto", "flat", "ivf_pq")
 TABLE = "corpus"
@@ -54,6 +58,16 @@ def default_partitions(rows: int) -> int:
     """IVF cells: about √rows (LanceDB's guidance), at least 1, at most rows / 256 (each cell trains on
     enough vectors)."""
     return max(1, min(int(math.sqrt(rows)), rows // 256 or 1))
+
+
+def check_sub_vectors(sub_vectors: int | None, dimension: int) -> None:
+    """One ConfigError naming ``--sub-vectors`` when it does not divide the vectors' dimension (PQ codes
+    split a vector into equal parts)."""
+    if sub_vectors and dimension % sub_vectors:
+        raise ConfigError(
+            f"--sub-vectors {sub_vectors}: does not divide the dimension {dimension} (PQ splits a vector "
+            f"into equal parts; e.g. {default_sub_vectors(dimension)})"
+        )
 
 
 def default_sub_vectors(dimension: int) -> int:
@@ -98,6 +112,11 @@ class LanceIndex:
             size = counter["rows"]
             if kind == "auto":
                 kind = "flat" if size < FLAT_LIMIT else "ivf_pq"
+                if kind == "flat" and (partitions or sub_vectors):
+                    logger.warning(
+                        "%s: %d rows make a flat index (ivf_pq from %d); --partitions and --sub-vectors are "
+                        "not used", folder, size, FLAT_LIMIT,
+                    )  # fmt: skip
             meta: dict[str, Any] = {
                 "backend": "lance", "kind": kind, "size": size, "dimension": dimension, "model": model,
                 "nprobes": nprobes, "refine_factor": refine_factor,
@@ -105,10 +124,7 @@ class LanceIndex:
             if kind == "ivf_pq":
                 meta["partitions"] = partitions or default_partitions(size)
                 meta["sub_vectors"] = sub_vectors or default_sub_vectors(dimension)
-                if dimension % meta["sub_vectors"]:
-                    raise ValueError(
-                        f"sub_vectors {meta['sub_vectors']} does not divide the dimension {dimension}"
-                    )
+                check_sub_vectors(meta["sub_vectors"], dimension)
                 config = require("lancedb.index", "lance", "a lance index").IvfPq(
                     distance_type="cosine",
                     num_partitions=meta["partitions"],

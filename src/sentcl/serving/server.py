@@ -40,7 +40,7 @@ from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 
-from sentcl.embedder import QUERY, Embedder, EmbeddingError, require_finite, unit_rows
+from sentcl.embedder import QUERY, Embedder, EmbeddingError, encode_with_prompt, require_finite, unit_rows
 from sentcl.search.index import SentenceIndex
 from sentcl.search.lance_index import LanceIndex
 from sentcl.serving.admission import Admission, BusyError
@@ -176,7 +176,7 @@ class ModelService:
                     self.admission.yield_point(int(cost * left / chars))
                 # one slice while others wait, else the rest at once (a batch is fastest whole)
                 stop = stop_of[start] if self.admission.waiting() else len(texts)
-                part = self.embedder.encode([prompt + t for t in texts[start:stop]])
+                part = encode_with_prompt(self.embedder, texts[start:stop], prompt)
                 parts.append(np.asarray(part, dtype=np.float32))
                 left -= sum(len(t) for t in texts[start:stop])
                 start = stop

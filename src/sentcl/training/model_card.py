@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from sentcl import finite_json
-from sentcl.atomic_write import atomic_file
+from sentcl.atomic_write import add_to_marker, atomic_file
 
 CARD = "README.md"
 SENTCL_USE = """```python
@@ -53,6 +53,7 @@ def write_model_card(folder: str | Path, data: dict[str, Any]) -> Path:
     path = Path(folder) / CARD
     with atomic_file(path) as handle:
         handle.write(render(Path(folder), data))
+    add_to_marker(Path(folder), CARD)
     return path
 
 
@@ -203,4 +204,5 @@ def write_pretrained_card(
     path = Path(folder) / CARD
     with atomic_file(path) as handle:
         handle.write(render_pretrained(recipe, steps, history))
+    add_to_marker(Path(folder), CARD)
     return path

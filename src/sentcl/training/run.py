@@ -28,7 +28,7 @@ import yaml
 from transformers import set_seed
 
 from sentcl import finite_json
-from sentcl.atomic_write import atomic_file, recover_folder, stale_temporaries
+from sentcl.atomic_write import atomic_file, recover_folder, remove_sentcls, stale_temporaries
 from sentcl.config import ConfigError, expand_path
 from sentcl.errors import MissingDataError
 from sentcl.evaluation import TaskSpecError
@@ -36,7 +36,7 @@ from sentcl.evaluation.data_dir import data_dir_for
 from sentcl.evaluation.tasks import Evaluator, build_evaluator
 from sentcl.training import distributed
 from sentcl.training.distributed import DistributedContext
-from sentcl.training.trackers import check_trackers
+from sentcl.training.trackers import TRACKER_FOLDERS, check_trackers
 
 logger = logging.getLogger(__name__)
 
@@ -176,19 +176,19 @@ def check_same_run(before: dict, now: dict, where: Path) -> None:
         )
 
 
-#: what the trackers write in a run folder
-TRACKER_ENTRIES = ("tensorboard", "wandb", "mlruns")
-
-
 def remove_previous_run(folder: Path) -> None:
     """``--overwrite``: the entries a previous run wrote (its model, checkpoint, log, summary, trackers), so
-    that a run that fails leaves no old model beside the new config.yaml; nothing else."""
-    for name in (*RUN_ENTRIES, *TRACKER_ENTRIES):
+    that a run that fails leaves no old model beside the new config.yaml. Inside a folder only what sentcl
+    wrote there goes (its marker lists it): a user's file in ``model/`` stays, and so does a folder of those
+    names that sentcl did not write."""
+    for name in (*RUN_ENTRIES, *TRACKER_FOLDERS):
         entry = folder / name
         if entry.is_symlink():
             continue  # refused by open_output_dir, never followed
         if entry.is_dir():
-            shutil.rmtree(entry)
+            kept = remove_sentcls(entry)
+            if kept:
+                logger.info("%s: kept %s, which sentcl did not write", entry, ", ".join(kept[:3]))
         elif entry.exists():
             entry.unlink()
 

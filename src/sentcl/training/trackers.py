@@ -20,8 +20,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+from sentcl.atomic_write import mark_folder, owned_by_sentcl
 from sentcl.config import ConfigError
 
+#: the folders trackers write in a run folder, and the kind sentcl's marker gives them
+TRACKER_FOLDERS, TRACKER_KIND = ("tensorboard", "wandb", "mlruns"), "tracker"
 TRACKERS = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow"}  # name → pip package
 
 
@@ -61,6 +64,13 @@ class Trackers:
     def __init__(self, names: list[str], output_dir: Path, config: dict[str, Any], resume: bool = False):
         check_trackers(names)
         self.writers: list[tuple[str, Any]] = []
+        # the folders the trackers make in the run folder: marked as sentcl's at close (what --overwrite
+        # may remove) where this run made them or sentcl's marker is already there; a user's are left as found
+        self.folders = [
+            folder
+            for folder in (Path(output_dir) / entry for entry in TRACKER_FOLDERS)
+            if not folder.exists() or owned_by_sentcl(folder, TRACKER_KIND)
+        ]
         for name in names:
             self.writers.append((name, getattr(self, f"_open_{name}")(Path(output_dir), config, resume)))
 
@@ -125,3 +135,6 @@ class Trackers:
 
                 mlflow.end_run()
         self.writers = []
+        for folder in self.folders:
+            if folder.is_dir() and not folder.is_symlink():
+                mark_folder(folder, TRACKER_KIND)

@@ -159,3 +159,89 @@ def test_processes_that_start_together_measure_once_one_at_a_time(
     assert [process.exitcode for process in children] == [0, 0, 0]
     assert [queue.get(timeout=5) for _ in children] == [True, True, True]  # every one chose bf16
     assert log.read_text().split() == ["start", "end"]  # measured once; the others read its record
+
+
+def _record_file(tmp_path):
+    (path,) = (tmp_path / "cache" / "auto-precision").glob("*.json")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"chosen": "int8", "excluded": {"int8": "STS-B dev 70.0 against fp32 80.0"}},
+         "chosen int8 is one of its own excluded paths"),
+        ({"machine": "AMD EPYC 9999, 2 threads, CPU AVX512"}, "not on this machine"),
+        ({"chosen": "bogus"}, "chosen 'bogus' is not one of fp32, bf16, int8"),
+        ({"speeds": "fast"}, "speeds 'fast' are not path → texts/s"),
+        ({"chosen": "fp32"}, "chosen fp32, but its speeds make bf16 the fastest"),
+    ],
+    ids=["excluded-chosen", "another-cpu", "bogus", "speeds-text", "not-the-fastest"],
+)  # fmt: skip
+def test_a_record_that_does_not_hold_up_is_measured_again_with_one_warning(
+    machine, tiny_model_dir, tmp_path, monkeypatch, caplog, change, words
+):
+    """Issue 70 item 3: a record was trusted whatever it said (int8 chosen while it excluded int8, another
+    CPU's numbers, a bogus choice that failed every encode, speeds that were a traceback)."""
+    import logging
+
+    timed = []
+
+    def fake_timing(candidates, texts):
+        timed.append(sorted(candidates))
+        return {name: {"fp32": 100.0, "bf16": 250.0, "int8": 200.0}[name] for name in candidates}
+
+    monkeypatch.setattr(auto_precision, "time_candidates", fake_timing)
+    for_inference(tiny(tiny_model_dir), "auto")
+    path = _record_file(tmp_path)
+    path.write_text(json.dumps(json.loads(path.read_text()) | change))
+    auto_precision._say.cache_clear()
+    with caplog.at_level(logging.WARNING, logger="sentcl.model.auto_precision"):
+        chosen = for_inference(tiny(tiny_model_dir), "auto")
+    warnings = [
+        r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and r.name.startswith("sentcl")
+    ]
+    assert len(warnings) == 1 and str(path) in warnings[0] and words in warnings[0], warnings
+    assert len(timed) == 2 and json.loads(path.read_text())["chosen"] == "bf16"  # measured and rewritten
+    assert chosen.inference_autocast is not None
+
+
+def test_an_int8_choice_the_int8_gate_does_not_admit_is_measured_again(
+    machine, tiny_model_dir, tmp_path, monkeypatch, caplog
+):
+    """The same record says int8, but the int8 gate's record (STS-B dev) excludes it."""
+    import logging
+
+    from sentcl.model import int8_gate
+
+    monkeypatch.setattr(auto_precision, "time_candidates", lambda c, t: {n: 100.0 for n in c})
+    machine["hardware"] = AVX2
+    for_inference(tiny(tiny_model_dir), "auto")  # fp32 (a tie): the int8 gate's record is written
+    path = _record_file(tmp_path)
+    (gate,) = (tmp_path / "cache").rglob("int8-checks/*.json")
+    gate.write_text(json.dumps(json.loads(gate.read_text()) | {"int8": 10.0}))  # int8 fails its gate
+    record = json.loads(path.read_text())
+    path.write_text(json.dumps(record | {"chosen": "int8", "speeds": {"fp32": 100.0, "int8": 300.0}}))
+    with caplog.at_level(logging.WARNING, logger="sentcl.model.auto_precision"):
+        chosen = for_inference(tiny(tiny_model_dir), "auto")
+    assert "chosen int8, but the int8 gate's record" in caplog.text and str(
+        int8_gate.record_path("x").parent
+    ) in (caplog.text)
+    assert isinstance(chosen, SentenceEncoder)  # not the int8 graph
+
+
+def test_a_small_input_runs_in_fp32_without_measuring(machine, tiny_model_dir, tmp_path, monkeypatch):
+    """Issue 70 item 8: the first encode of 20 lines waited minutes for a measurement it did not need."""
+    timed = []
+    monkeypatch.setattr(
+        auto_precision, "time_candidates", lambda c, t: timed.append(c) or {n: 1.0 for n in c}
+    )
+    small = for_inference(tiny(tiny_model_dir), "auto", texts=20)
+    assert small.inference_autocast is None and not timed  # fp32, nothing measured, no record
+    assert not (tmp_path / "cache" / "auto-precision").exists() or not list(
+        (tmp_path / "cache" / "auto-precision").glob("*.json")
+    )
+    for_inference(tiny(tiny_model_dir), "auto", texts=auto_precision.MEASURE_FROM)  # large: measured
+    assert len(timed) == 1
+    for_inference(tiny(tiny_model_dir), "auto", texts=20)  # then a small input uses the record
+    assert len(timed) == 1

@@ -74,6 +74,11 @@ def add_dtype_arguments(
     p.add_argument(
         "--int8", action="store_const", dest="dtype", const="int8", help="the same as --dtype int8"
     )
+    p.add_argument(
+        "--measure-precision", action="store_true",
+        help="with auto on a CPU: measure and record the fastest path now, whatever the input's size "
+        "(without it an input under 50,000 texts runs in fp32 until this model has a record here)",
+    )  # fmt: skip
     several = "; a comma list (cpu,cpu or cuda:0,cuda:1) encodes in one process per entry"
     p.add_argument(
         "--device", default="auto",
@@ -108,13 +113,17 @@ def fit(name: str, embedder, sentences: list[str]):
     return fit_postprocessor(POSTPROCESSORS[name](), embedder, sentences)
 
 
-def inference_encoder(args: argparse.Namespace, check: Callable[[Any], None] | None = None):
+def inference_encoder(
+    args: argparse.Namespace, check: Callable[[Any], None] | None = None, texts: int | None = None
+):
     """The model to encode with, in ``--dtype`` (model/inference.py: an ONNX export as it is);
-    ``check(model)`` runs on the loaded model before its precision is chosen (which may measure)."""
+    ``check(model)`` runs on the loaded model before its precision is chosen (which may measure); ``texts``:
+    the input's size, so ``auto`` does not measure for a small one (unless ``--measure-precision``)."""
     encoder = load_encoder(args.model, pooler=args.pooler, allow_pickle=args.allow_pickle)
     if check is not None:
         check(encoder)
-    return for_inference(encoder, args.dtype, device=args.device)
+    texts = None if getattr(args, "measure_precision", False) else texts
+    return for_inference(encoder, args.dtype, device=args.device, texts=texts)
 
 
 def dimensions(dim: int | None, available: int) -> int | None:

@@ -111,7 +111,7 @@ def run_command(args: argparse.Namespace) -> int:
         encode = on_all
     else:
         args.device = devices[0]
-        encoder = inference_encoder(args)
+        encoder = inference_encoder(args, texts=len(sentences) + len(calibration or []))
         encoder.max_batch_tokens = args.batch_tokens
         pooler = encoder.pooler
         encode = Batched(encoder, args.batch_size, dim=dimensions(args.dim, encoder.dimension)).encode

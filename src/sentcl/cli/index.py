@@ -67,7 +67,7 @@ def run_command(args: argparse.Namespace) -> int:
     if not (args.model and args.corpus):
         raise ConfigError("MODEL and CORPUS are needed (or --backend lance --shards FOLDER)")
     sentences = corpus_sentences(args.corpus)
-    encoder = inference_encoder(args)
+    encoder = inference_encoder(args, texts=len(sentences))
     index = SentenceIndex.of_corpus(
         Batched(encoder, args.batch_size, show_progress=True), sentences, kind=args.kind, model=encoder.source
     )
@@ -114,7 +114,9 @@ def run_lance(args: argparse.Namespace) -> int:
             raise ConfigError("MODEL and CORPUS are needed (or --shards FOLDER)")
         sentences = corpus_sentences(args.corpus)
         # --sub-vectors checked against the model's dimension before any text is encoded
-        encoder = inference_encoder(args, lambda model: check_sub_vectors(args.sub_vectors, model.dimension))
+        encoder = inference_encoder(
+            args, lambda model: check_sub_vectors(args.sub_vectors, model.dimension), len(sentences)
+        )
         embedder = Batched(encoder, args.batch_size, show_progress=True)
         index = LanceIndex.of_corpus(args.out, embedder, sentences, model=encoder.source, **options)
     print(f"{args.out}: {len(index)} rows, lance {index.kind} index, model {index.model}")

@@ -27,6 +27,7 @@ import datetime
 import fcntl
 import functools
 import logging
+import math
 import random
 import statistics
 import time
@@ -44,6 +45,9 @@ from sentcl.model import int8_gate
 logger = logging.getLogger(__name__)
 
 PROBE_TEXTS = 256
+#: the fewest texts whose encoding is worth measuring for (without a record): the measurement encodes STS-B
+#: dev's 3,000 sentences in each precision and times 256 texts per path, a minute or more on 2 cores
+MEASURE_FROM = 50_000
 ROUNDS = 3
 #: bump when the probe or the timing changes, so older records are measured again
 PROTOCOL = "probe-256x3-v1"
@@ -117,8 +121,76 @@ def record_path(key: str) -> Path:
     return cache_dir() / "auto-precision" / f"{key}.json"
 
 
-def load_record(key: str) -> AutoRecord | None:
-    return int8_gate.read_record(record_path(key), AutoRecord, key, "auto-precision record")
+#: the paths ``auto`` chooses among
+PATHS = ("fp32", "bf16", "int8")
+
+
+def load_record(
+    key: str, model: str | None = None, hardware: Hardware | None = None, warn: bool = True
+) -> AutoRecord | None:
+    """This model's record on this machine, or None: none yet, or one that does not hold up (its schema, its
+    own consistency, this machine, the int8 gate's record), said in one WARNING naming the file (unless
+    ``warn`` is false: said already) — it is then measured again and rewritten."""
+    path = record_path(key)
+    record = int8_gate.read_record(path, AutoRecord, key, "auto-precision record")
+    if record is None:
+        return None
+    problem = record_problem(record, model, hardware)
+    if problem:
+        if warn:
+            logger.warning("%s: %s; measuring again", path, problem)
+        return None
+    return record
+
+
+def _speed(value) -> bool:
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value >= 0
+    )
+
+
+def record_problem(
+    record: AutoRecord, model: str | None = None, hardware: Hardware | None = None
+) -> str | None:
+    """Why ``record`` cannot be trusted here, or None: a field of the wrong form, a choice its own numbers
+    contradict, another machine's measurement, or an int8 choice the int8 gate's record does not admit."""
+    if record.protocol != PROTOCOL:
+        return f"protocol {record.protocol!r}, not {PROTOCOL!r}"
+    speeds, excluded, quality = record.speeds, record.excluded, record.quality
+    if (
+        not isinstance(speeds, dict)
+        or not speeds
+        or not all(name in PATHS and _speed(value) for name, value in speeds.items())
+    ):
+        return f"speeds {speeds!r} are not path → texts/s"
+    if not isinstance(excluded, dict) or not all(
+        name in PATHS and isinstance(why, str) for name, why in excluded.items()
+    ):
+        return f"excluded {excluded!r} is not path → reason"
+    if not isinstance(quality, dict) or not all(v is None or _speed(v) for v in quality.values()):
+        return f"quality {quality!r} is not path → STS-B dev"
+    if record.chosen not in PATHS:
+        return f"chosen {record.chosen!r} is not one of {', '.join(PATHS)}"
+    if record.chosen in excluded:
+        return f"chosen {record.chosen} is one of its own excluded paths ({excluded[record.chosen]})"
+    if set(speeds) & set(excluded):
+        return f"{', '.join(sorted(set(speeds) & set(excluded)))} both timed and excluded"
+    if record.chosen != fastest(speeds):
+        return f"chosen {record.chosen}, but its speeds make {fastest(speeds)} the fastest"
+    if not isinstance(record.machine, str) or record.machine != describe_machine():
+        return f"measured on {record.machine!r}, not on this machine ({describe_machine()})"
+    if record.chosen == "bf16" and hardware is not None and not hardware.native_bf16:
+        return f"chosen bf16, but {hardware.describe()} has no native bf16"
+    if record.chosen == "int8" and model is not None:
+        gate = int8_gate.load_record(model)
+        if gate is None or not gate.passed:
+            return (
+                f"chosen int8, but the int8 gate's record ({int8_gate.record_path(model)}) does not admit it"
+            )
+    return None
 
 
 def interleaved_medians(
@@ -182,11 +254,22 @@ def measuring_alone(key: str) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def choose_on_cpu(encoder, hardware: Hardware, data_dir: str | Path | None = None):
-    """(the model to encode with, why) for ``auto`` on the CPU: the fastest admitted path, from the record of
-    this model on this machine or measured now (seconds, once; one process at a time)."""
+def choose_on_cpu(
+    encoder, hardware: Hardware, data_dir: str | Path | None = None, texts: int | None = None
+) -> tuple:
+    """(the model to encode with, its record) for ``auto`` on the CPU: the fastest admitted path, from the
+    record of this model on this machine or measured now (once; one process at a time). ``texts``: how many
+    texts the caller will encode; below ``MEASURE_FROM`` with no record yet, fp32 without measuring (record
+    None): the measurement would cost more than the fastest path saves on them."""
     key, model = record_key(encoder, hardware)
-    record = load_record(key)
+    record = load_record(key, model, hardware)
+    if record is None and texts is not None and texts < MEASURE_FROM:
+        _say(
+            f"fp32 for {texts:,} texts, not measured: below {MEASURE_FROM:,} texts measuring the fastest "
+            f"path (STS-B dev in each precision, then a timing) costs more than it saves; a larger input "
+            f"or --measure-precision measures it once and records it"
+        )
+        return encoder.with_dtype("fp32"), None
     if record is None:
         with measuring_alone(key):
             return _measured(encoder, hardware, data_dir, key, model)
@@ -194,7 +277,7 @@ def choose_on_cpu(encoder, hardware: Hardware, data_dir: str | Path | None = Non
 
 
 def _measured(encoder, hardware: Hardware, data_dir, key: str, model) -> tuple:
-    record = load_record(key)  # written by a process this one waited for
+    record = load_record(key, model, hardware, warn=False)  # written by a process this one waited for
     int8_model = None
     if record is None:
         candidates: dict[str, Callable[[], object]] = {"fp32": lambda: encoder.with_dtype("fp32")}

@@ -33,13 +33,16 @@ def load_encoder(name_or_path: str, pooler: str | None = None, allow_pickle: boo
     return SentenceEncoder.load(name_or_path, pooler=pooler, allow_pickle=allow_pickle)
 
 
-def for_inference(encoder, dtype: str = "auto", where: str = "--dtype", device: str = "cpu"):
+def for_inference(
+    encoder, dtype: str = "auto", where: str = "--dtype", device: str = "cpu", texts: int | None = None
+):
     """``encoder`` (a ``SentenceEncoder`` or an ``OnnxEncoder``) set to run in ``dtype`` on ``device``
     (``auto``: a GPU where there is one): an ONNX export as it is (its precision fixed at export; ``auto`` and
     ``fp32`` take it; ONNX Runtime runs on the CPU), int8 exported and quantised now, fp32 / bf16 / auto by
     the encoder itself on the device. ``auto`` on a CPU takes the fastest path measured on this machine
     among fp32, native bf16 and an int8 that keeps STS-B dev within 0.3 of fp32 (model/auto_precision.py:
-    measured once per model and machine, recorded)."""
+    measured once per model and machine, recorded; ``texts``, the size of the input where the caller knows
+    it: a small input runs in fp32 rather than wait for that measurement)."""
     dtype = precision.canonical(dtype, where)
     if isinstance(encoder, StaticEncoder):  # a table lookup: fp32 on whatever device
         return encoder.with_dtype(dtype).to(resolve_device(device, "--device"))
@@ -54,5 +57,5 @@ def for_inference(encoder, dtype: str = "auto", where: str = "--dtype", device: 
         return OnnxEncoder.from_encoder(encoder, int8=True)
     placed = resolve_device(device, "--device")
     if dtype == "auto" and placed.type == "cpu":  # the fastest path measured here (model/auto_precision.py)
-        return auto_precision.choose_on_cpu(encoder.to(placed), detect("cpu"))[0]
+        return auto_precision.choose_on_cpu(encoder.to(placed), detect("cpu"), texts=texts)[0]
     return encoder.to(placed).with_dtype(dtype)

@@ -494,6 +494,7 @@ def files_campaign(workdir: Path, data_dir: str) -> dict:
         check(f"encode --batch-size {size}", argv, "argument --batch-size", absent=out)
     inputs_campaign(workdir, model, corpus, recipe, data_dir, check, cases)
     reliability_v(workdir, model, corpus, recipe, check)
+    reliability_vi(workdir, model, corpus, recipe, cases, check)
     concurrent_runs(workdir, recipe, cases)
     full_disk(workdir, model, corpus, recipe, cases)
     failed = [case for case in cases if not case["ok"]]
@@ -732,6 +733,68 @@ def reliability_v(workdir: Path, model: Path, corpus: Path, recipe: Path, check)
         )
     finally:
         silent.close()
+
+
+def reliability_vi(workdir: Path, model: Path, corpus: Path, recipe: Path, cases: list, check) -> None:
+    """Reliability VI (issue 70): documents indexed as lines, a static table of special rows only, PQ
+    options that cannot apply, a bad hub timeout, --overwrite inside model/, an auto-precision record that
+    does not hold up."""
+    import shutil
+
+    import torch
+    from safetensors.torch import save_file
+
+    from sentcl.model import StaticEncoder
+    from sentcl.model.encoder import ModelConfig
+
+    here = workdir / "reliability-vi"
+    here.mkdir(parents=True)
+    out = here / "out.npy"
+    documents = here / "corpus.jsonl"
+    documents.write_text('{"_id": "doc-a", "title": "Guitars", "text": "A man is playing a guitar."}\n')
+    check("index: a corpus.jsonl read as lines", ["index", str(model), str(documents), "--out",
+          str(here / "ix")], "reads one sentence per line", absent=here / "ix")  # fmt: skip
+    lance = ["index", str(model), str(corpus), "--out", str(here / "lx"), "--backend", "lance"]
+    check("index --backend lance --kind ivf_pq --sub-vectors 7", [*lance, "--kind", "ivf_pq",
+          "--sub-vectors", "7"], "--sub-vectors 7: does not divide", absent=here / "lx")  # fmt: skip
+    check("index --backend lance --kind flat --partitions 4", [*lance, "--kind", "flat", "--partitions", "4"],
+          "for --kind ivf_pq", absent=here / "lx")  # fmt: skip
+    static = StaticEncoder.from_config(
+        ModelConfig(str(model), architecture="static", static_dim=8, static_init="random")
+    ).save(here / "static")
+    weights = static / "0_StaticEmbedding" / "model.safetensors"
+    table = load_file(str(weights))["embedding.weight"]
+    specials = torch.zeros_like(table)
+    specials[:5] = 1.0  # [PAD] [UNK] [CLS] [SEP] [MASK] of the tiny vocabulary
+    save_file({"embedding.weight": specials.contiguous()}, str(weights))
+    check("encode: a static table zero but for its special tokens", ["encode", str(static), str(corpus),
+          "--out", str(out)], "but the special tokens'", absent=out)  # fmt: skip
+    bad_timeout = {"HF_HUB_OFFLINE": "0", "SENTCL_HUB_TIMEOUT": "abc", "HF_ENDPOINT": "http://127.0.0.1:9"}
+    check("encode: a hub id with SENTCL_HUB_TIMEOUT=abc", ["encode", "owner/model", str(corpus), "--out",
+          str(out)], "SENTCL_HUB_TIMEOUT='abc' is not a number", absent=out, env=bad_timeout)  # fmt: skip
+    run = here / "run"
+    argv = ["-q", "train", str(recipe), "training.max_steps=2", "training.eval_steps=0",
+            "training.checkpoint_steps=0", "--output", str(run)]  # fmt: skip
+    first = run_cli(*argv)
+    (run / "model" / "mine.txt").write_text("mine")
+    again = run_cli(*argv, "--overwrite")
+    kept = (run / "model" / "mine.txt").is_file() and (run / "model" / "config.json").is_file()
+    cases.append({"case": "train --overwrite keeps a user's file inside model/", "ok": first.returncode ==
+                  again.returncode == 0 and kept, "exit": again.returncode,
+                  "message": "model/mine.txt kept" if kept else again.stderr[-300:]})  # fmt: skip
+    cache = here / "cache"
+    env = {"SENTCL_CACHE": str(cache)}
+    run_cli("-q", "encode", str(model), str(corpus), "--out", str(out), "--measure-precision", env=env)
+    records = list((cache / "auto-precision").glob("*.json"))
+    for record in records:
+        record.write_text(json.dumps(json.loads(record.read_text()) | {"chosen": "bogus"}))
+    out.unlink(missing_ok=True)
+    result = run_cli("encode", str(model), str(corpus), "--out", str(out), env=env)
+    ok = bool(records) and result.returncode == 0 and "measuring again" in result.stderr and out.is_file()
+    cases.append({"case": "encode with an auto-precision record that says chosen: bogus", "ok": ok,
+                  "exit": result.returncode, "message": result.stderr.strip().splitlines()[-1][:300]
+                  if result.stderr.strip() else ""})  # fmt: skip
+    shutil.rmtree(here / "static", ignore_errors=True)
 
 
 def overwrite_keeps_the_users_files(workdir: Path, model: Path, corpus: Path, data_dir: str, cases: list):

@@ -157,3 +157,18 @@ def test_the_probes_own_timeout_is_not_an_answer(monkeypatch):
     wrapped = RuntimeError("wrapped")
     wrapped.__cause__ = TimeoutError()
     assert hub_files._timed_out(wrapped) and not hub_files._timed_out(ValueError("no"))
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-1", "nan"])
+def test_a_bad_hub_timeout_is_one_line_before_any_wait(monkeypatch, online_hub, value):
+    """Issue 70 item 4: with a hub id, an invalid SENTCL_HUB_TIMEOUT was taken as "not a static model" and
+    the transformers loader then waited on the hub."""
+    from sentcl.model import load_encoder
+    from tests.hub_server import SilentHub
+
+    monkeypatch.setenv("SENTCL_HUB_TIMEOUT", value)
+    with SilentHub() as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+        with pytest.raises(HubFileError, match=rf"SENTCL_HUB_TIMEOUT={value!r} is not a") as refused:
+            load_encoder("owner/model")
+    assert "\n" not in str(refused.value)

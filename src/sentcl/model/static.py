@@ -399,6 +399,13 @@ TOP_FILES = (
 MODULE_FILES = ("model.safetensors", "tokenizer.json")
 
 
+def hub_constants():
+    """huggingface_hub's settings as it reads them (HF_HUB_OFFLINE)."""
+    from huggingface_hub import constants
+
+    return constants
+
+
 def hub_static_folder(name: str) -> Path | None:
     """A hub id whose repository is a static model (its ``modules.json``'s first module a
     ``StaticEmbedding``, as sentence-transformers', model2vec's and sentcl's static models are): the folder
@@ -412,12 +419,15 @@ def hub_static_folder(name: str) -> Path | None:
         HubTimeoutError,
         hub_file,
         hub_file_if_present,
+        hub_timeout,
     )
 
     if name.count("/") != 1 or name.startswith((".", "/", "~")) or Path(name).expanduser().exists():
         return None  # not a hub id
     if packaged_model_path(name) is not None:
         return None
+    if not hub_constants().HF_HUB_OFFLINE:
+        hub_timeout()  # a bad SENTCL_HUB_TIMEOUT is its one line, not "not a static model" and a long wait
     try:
         modules = hub_file_if_present(name, "modules.json", repo_type="model")
     except (HubFileCorruptError, HubTimeoutError) as exc:  # said as it is, not as another loader's failure

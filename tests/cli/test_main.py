@@ -421,3 +421,14 @@ def test_every_option_of_every_command_has_help():
         if action.help is None and not isinstance(action, argparse._HelpAction)
     ]
     assert bare == []
+
+
+def test_retrieval_modes_without_a_retrieval_folder_are_one_line(tiny_model_dir, stsb_data_dir, capsys):
+    """Issue 70 item 7: --retrieval bm25 with STS tasks only was ignored without a word."""
+    argv = ["evaluate", str(tiny_model_dir), "--tasks", "stsb-dev", "--data-dir", str(stsb_data_dir)]
+    assert main([*argv, "--retrieval", "bm25"]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert err == [
+        "sentcl evaluate: error: --retrieval bm25: for retrieval folders; --tasks stsb-dev names none"
+    ]
+    assert main(argv) == 0

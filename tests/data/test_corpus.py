@@ -123,3 +123,14 @@ def test_ict_needs_documents_of_two_sentences(tmp_path):
     folder = beir_folder(tmp_path, [{"_id": "a", "text": "One sentence only."}])
     with pytest.raises(DataError, match=r"corpus\.jsonl:1: no document has two sentences"):
         read_corpus(folder, "ict")
+
+
+def test_a_document_over_the_line_limit_is_said_as_such(tmp_path):
+    """Issue 70 item 7: a document over 1 MiB on its line was reported as "invalid JSON"."""
+    from sentcl.data.corpus import documents
+
+    path = tmp_path / "corpus.jsonl"
+    big = json.dumps({"_id": "big", "text": "word " * 300_000})  # 1.5 MB
+    path.write_text(json.dumps({"_id": "a", "text": "a short one"}) + "\n" + big + "\n")
+    with pytest.raises(DataError, match=r"corpus.jsonl:2: a document over 1,048,576 bytes on one line"):
+        list(documents(path))

@@ -78,3 +78,17 @@ def test_bm25_keeps_jax_from_taking_the_gpu_unless_told(tmp_path, told):
     code = "from sentcl.search.lexical import BM25Index; BM25Index(['one two', 'three four'])"
     subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=120)
     assert (tmp_path / "probe").read_text() == (told or "false")
+
+
+def test_bm25s_debug_notes_do_not_reach_the_user(capsys):
+    """Issue 70 item 7: "DEBUG bm25s: Building index from IDs objects" was printed by sentcl evaluate."""
+    import logging
+
+    root = logging.getLogger()
+    handler = logging.StreamHandler()
+    root.addHandler(handler)  # as the CLI's basicConfig: every record that reaches the root is printed
+    try:
+        BM25Index(CORPUS).rank(["protein"], depth=2, exclude=[None])
+    finally:
+        root.removeHandler(handler)
+    assert "Building index" not in capsys.readouterr().err

@@ -67,9 +67,9 @@ def add_parser(commands) -> None:
     )
     p.add_argument(
         "--retrieval",
-        default="dense",
         help="for retrieval folders: comma-separated among dense (the model), bm25 (bm25s, no model) and "
-        "hybrid (the two fused by reciprocal rank); the first is primary (default dense)",
+        "hybrid (the two fused by reciprocal rank); the first is primary (default dense); refused when "
+        "--tasks names no retrieval folder",
     )
     p.add_argument("--data-dir", help=DATA_DIR_HELP)
     p.add_argument("--batch-size", type=positive_int, default=128)
@@ -114,7 +114,13 @@ def run_command(args: argparse.Namespace) -> int:
     # the user's own files need no shared data; a post-processor fitted on a named corpus does
     fits_on_shared = bool(args.postprocess) and not Path(args.postprocess).is_dir()  # a named corpus
     data_dir = data_dir_for(args.tasks, args.data_dir, also_needed=fits_on_shared)
-    suite = EvaluationSuite(data_dir, args.tasks, args.aggregation, args.transfer_protocol, args.retrieval)
+    suite = EvaluationSuite(
+        data_dir, args.tasks, args.aggregation, args.transfer_protocol, args.retrieval or "dense"
+    )
+    if args.retrieval is not None and "beir" not in suite.families:
+        raise ConfigError(
+            f"--retrieval {args.retrieval}: for retrieval folders; --tasks {args.tasks} names none"
+        )
     if suite.sts is not None:
         suite.sts.require_primary()  # one line before any model loads
     runs: list[Evaluated] = []

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from sentcl.data.readers import DataError, Records
 from sentcl.extras import require
-from sentcl.text_files import text_lines
+from sentcl.text_files import MAX_LINE_BYTES, text_lines
 
 logger = logging.getLogger(__name__)
 
@@ -65,11 +65,16 @@ def documents(path: str | Path) -> Iterator[tuple[int, tuple[str, ...]]]:
     text file's line (blank lines are not documents)."""
     path = corpus_file(path)
     is_json = ".jsonl" in [s.lower() for s in path.suffixes]
-    count = 0
-    for number, line in enumerate(text_lines(path, DataError), start=1):
+    count, cut = 0, set[int]()
+    for number, line in enumerate(text_lines(path, DataError, cut), start=1):
         if not line.strip():
             continue
         count += 1
+        if is_json and number in cut:  # its JSON ends past the cut: say what it is, not "invalid JSON"
+            raise DataError(
+                f"{path}:{number}: a document over {MAX_LINE_BYTES:,} bytes on one line; sentcl reads JSON "
+                f"lines of at most that size (split the document, or keep its first part)"
+            )
         yield number, _json_document(line, f"{path}:{number}") if is_json else (line.strip(),)
     if not count:
         raise DataError(f"{path}:1: the corpus has no documents")

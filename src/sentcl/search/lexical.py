@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
 import numpy as np
@@ -30,6 +31,9 @@ class BM25Index:
         # the GPU's memory for itself unless told not to: a GPU training or encoding beside it then runs out
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
         bm25s = require("bm25s", "domain", "BM25 and hybrid retrieval")
+        logging.getLogger("bm25s").setLevel(
+            logging.WARNING
+        )  # it sets itself to DEBUG: its notes reached users
         self.bm25s = bm25s
         self.size = len(corpus)
         tokens = bm25s.tokenize(corpus, stopwords=BM25_SETTINGS["stopwords"], show_progress=False)

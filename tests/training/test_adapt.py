@@ -102,8 +102,9 @@ def test_overwrite_keeps_a_users_file_in_the_model_folder(tmp_path, tiny_model_d
 
 @pytest.mark.parametrize("method", list(METHODS))
 def test_every_method_trains_from_its_recipe(tmp_path, tiny_model_dir, domain, method):
+    judged = {"train": str(domain / "qrels" / "train.tsv")} if method == "supervised" else {}
     result = adapt(request(tiny_model_dir, domain, tmp_path / "run", method=method, choose=None, report=None,
-                           steps=1))  # fmt: skip
+                           steps=1, **judged))  # fmt: skip
     assert result.steps == 1 and (tmp_path / "run" / "model").is_dir()
 
 
@@ -219,3 +220,110 @@ def test_the_starts_choice_metric_is_measured_once_per_model_and_task(
     assert starts[0] == starts[1]
     adapt(request(tiny_model_dir, domain, tmp_path / "c", pooler="cls_before_pooler", **changes))
     assert len(calls) == 5  # another model (its pooler): measured
+
+
+# ------------------------------------------------------------------ the supervised stage: your judgements
+def supervised(tiny_model_dir, domain, output, **changes) -> AdaptRequest:
+    base = dict(method="supervised", train=str(domain / "qrels" / "train.tsv"), choose=None, steps=None,
+                eval_steps=1, learning_rate=1e-3)  # fmt: skip
+    return request(tiny_model_dir, domain, output, **(base | changes))
+
+
+def test_the_supervised_stage_fits_on_some_queries_and_chooses_on_the_others(
+    tmp_path, tiny_model_dir, domain, monkeypatch
+):
+    """Issue 71: (query, relevant document, mined negative) rows of the fit queries, one epoch, the
+    checkpoint chosen on the held-out training queries, the report on test."""
+    monkeypatch.setenv("SENTCL_CACHE", str(tmp_path / "cache"))
+    result = adapt(supervised(tiny_model_dir, domain, tmp_path / "run"))
+    (data,) = (tmp_path / "cache" / "adapt-judgements").iterdir()
+    rows = [json.loads(line) for line in (data / "train.jsonl").read_text().splitlines()]
+    chosen_on = {line.split("\t")[0] for line in (data / "qrels" / "choose.tsv").read_text().splitlines()[1:]}
+    queries = {json.loads(q)["text"]: json.loads(q)["_id"] for q in (domain / "queries.jsonl").open()}
+    fit = {queries[row["anchor"]] for row in rows}
+    assert len(chosen_on) == 1 and len(fit) == 5 and not fit & chosen_on  # 6 queries: 1 chooses, 5 fit
+    assert all(
+        set(row) == {"anchor", "positive", "negative"} and row["negative"] != row["positive"] for row in rows
+    )
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert result.steps == summary["steps"] == -(-len(rows) // 4)  # one epoch of the rows in batches of 4
+    assert "adapted − start, nDCG@10" in result.table
+    again = adapt(supervised(tiny_model_dir, domain, tmp_path / "again"))  # the rows are made once
+    assert len(list((tmp_path / "cache" / "adapt-judgements").iterdir())) == 1 and again.steps == result.steps
+    in_batch = adapt(supervised(tiny_model_dir, domain, tmp_path / "in-batch", hard_negatives=0))
+    assert in_batch.steps == result.steps
+    pairs = next(d for d in (tmp_path / "cache" / "adapt-judgements").iterdir() if d != data)
+    assert all(
+        set(json.loads(r)) == {"anchor", "positive"}
+        for r in (pairs / "train.jsonl").read_text().split("\n")
+        if r
+    )
+
+
+def test_fit_subsets_are_nested_and_seeded():
+    from sentcl.training.judgements import split_queries
+
+    ids = [f"q{i}" for i in range(50)]
+    fit, choose = split_queries(ids, 0.2, seed=7)
+    assert len(choose) == 10 and sorted(fit + choose) == sorted(ids)
+    assert split_queries(list(reversed(ids)), 0.2, seed=7) == (
+        fit,
+        choose,
+    )  # the file's order does not matter
+    assert split_queries(ids, 0.2, seed=8)[1] != choose
+
+
+def qrels(domain, name: str, lines: list[str]) -> str:
+    path = domain / "qrels" / name
+    path.write_text("\n".join(["query-id\tcorpus-id\tscore", *lines]) + "\n")
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("shared", r"--report .*report.tsv: query 'q0' is also in --train .*; judgements that train a model "
+                   r"cannot report it"),
+        ("unknown-document", r"--train .*bad.tsv: .*bad.tsv:2: corpus-id 'nope' is not in .*corpus.jsonl"),
+        ("unknown-query", r"--train .*bad.tsv: .*bad.tsv:2: query-id 'q99' is not in .*queries.jsonl"),
+        ("nothing-relevant", r"--train .*bad.tsv: .*bad.tsv: no query has a relevant document"),
+        ("one-batch", r"--train .*train.tsv: 5 queries to fit on, fewer than one batch of 8"),
+        ("no-train", r"--train: the supervised stage trains on judgements"),
+        ("train-without-supervised", r"--train .*: judgements train the supervised stage"),
+    ],
+)  # fmt: skip
+def test_bad_judgements_are_one_line_and_write_nothing(tmp_path, tiny_model_dir, domain, case, message):
+    """Issue 71 item 2: each refusal before anything is trained or written."""
+    out = tmp_path / "run"
+    changes = {
+        "shared": lambda: {"report": qrels(domain, "report.tsv", ["q0\td0\t1", "q7\td1\t1"])},
+        "unknown-document": lambda: {"train": qrels(domain, "bad.tsv", ["q0\tnope\t1"])},
+        "unknown-query": lambda: {"train": qrels(domain, "bad.tsv", ["q99\td0\t1"])},
+        "nothing-relevant": lambda: {"train": qrels(domain, "bad.tsv", ["q0\td0\t0", "q1\td1\t0"])},
+        "one-batch": lambda: {"batch_size": 8},
+        "no-train": lambda: {"train": None},
+        "train-without-supervised": lambda: {"method": "simcse"},
+    }[case]()
+    with pytest.raises(ConfigError, match=message) as refused:
+        adapt(supervised(tiny_model_dir, domain, out, **changes))
+    assert "\n" not in str(refused.value) and not out.exists()
+
+
+def test_label_free_then_supervised_resumes_and_keeps_both_stages(
+    tmp_path, tiny_model_dir, domain, monkeypatch
+):
+    monkeypatch.setenv("SENTCL_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "two"
+    argv = ["adapt", str(tiny_model_dir), "--corpus", str(domain), "--output", str(out), "--method", "cropping",
+            "--then", "supervised", "--train", str(domain / "qrels" / "train.tsv"), "--steps", "2",
+            "--batch-size", "4", "--eval-steps", "1", "--pooler", "avg"]  # fmt: skip
+    assert main(argv) == 0
+    assert (out / "first-stage" / "model" / "config.json").is_file() and (
+        out / "model" / "config.json"
+    ).is_file()
+    first = json.loads((out / "first-stage" / "summary.json").read_text())
+    assert first["steps"] == 2
+    recipe_of = (out / "config.yaml").read_text()
+    assert "first-stage/model" in recipe_of and "train.jsonl" in recipe_of
+    assert main([*argv, "--resume"]) == 0  # both finished: read back, nothing retrained from step 0
+    assert json.loads((out / "first-stage" / "summary.json").read_text()) == first

@@ -1,5 +1,5 @@
-"""``sentcl adapt``: adapt a model to a domain's unlabelled text (training/adapt.py), chosen and judged by
-that domain's search where judgements are given."""
+"""``sentcl adapt``: adapt a model to a domain's unlabelled text, or fine-tune it on the domain's judgements,
+or both in turn (training/adapt.py), chosen and judged by that domain's search where judgements are given."""
 
 from __future__ import annotations
 
@@ -24,11 +24,37 @@ def add_parser(commands) -> None:
     p.add_argument("--output", required=True, help="the run folder (the adapted model is OUTPUT/model)")
     p.add_argument(
         "--method", default="simcse", choices=list(METHODS),
-        help="default simcse (docs/domain.md: what was measured, and why not tsdae on a trained model)",
+        help="default simcse (docs/domain.md: what was measured, and why not tsdae on a trained model); "
+        "supervised: fine-tune on --train's judgements",
     )  # fmt: skip
-    p.add_argument("--steps", type=positive_int, default=400, help="training steps (default 400)")
+    judged = p.add_argument_group("your judgements (--method supervised, or --then supervised)")
+    judged.add_argument(
+        "--train", metavar="QRELS",
+        help="judgements to train on (a BEIR qrels file, e.g. FOLDER/qrels/train.tsv): (query, relevant "
+        "document) pairs, split by query into fit and choose",
+    )  # fmt: skip
+    judged.add_argument(
+        "--then", choices=["supervised"], help="after the label-free --method, the supervised stage"
+    )
+    judged.add_argument(
+        "--choose-share", type=float,
+        help="the share of --train's queries held out to choose the checkpoint (default 0.2; not with "
+        "--choose)",
+    )  # fmt: skip
+    judged.add_argument(
+        "--hard-negatives", type=int, default=1, choices=[0, 1],
+        help="1 (default): one negative per row mined from the start's ranking (ranks 10-49, below the "
+        "positive); 0: in-batch negatives only",
+    )  # fmt: skip
+    judged.add_argument(
+        "--fit-queries", type=positive_int, help="fit on the first N of the (seeded) fit queries only"
+    )
+    p.add_argument(
+        "--steps", type=positive_int,
+        help="training steps (default 400; supervised: one epoch of the fit pairs)",
+    )  # fmt: skip
     p.add_argument("--batch-size", type=positive_int, default=32, help="sentences (or documents) a step")
-    p.add_argument("--learning-rate", type=float, default=3e-5, help="AdamW's peak rate (default 3e-5)")
+    p.add_argument("--learning-rate", type=float, help="AdamW's peak rate (default 3e-5; supervised: 2e-5)")
     p.add_argument(
         "--eval-steps", type=positive_int, default=100, help="choose (and checkpoint) every N steps"
     )
@@ -58,15 +84,18 @@ def add_parser(commands) -> None:
 
 def run_command(args: argparse.Namespace) -> int:
     request = AdaptRequest(
-        args.model, args.corpus, args.output, args.method, args.steps, args.batch_size, args.learning_rate,
+        args.model, args.corpus, args.output, args.method,
+        args.steps or (None if args.method == "supervised" else 400), args.batch_size, args.learning_rate,
         args.eval_steps, args.choose, args.report, args.seed, args.overwrite, args.resume, args.pooler,
-        args.max_length, args.report_dtype,
+        args.max_length, args.report_dtype, args.train, args.choose_share, args.hard_negatives,
+        args.fit_queries, args.then,
     )  # fmt: skip
     result = adapt(request)
     chosen = f", kept step {result.chosen_step}" if result.chosen_step is not None else ""
     if result.chosen_step == 0:
         chosen += " (no trained step beat the start on your judgements: model/ is the start)"
-    print(f"{result.output_dir / 'model'}: {result.steps} steps of {args.method}{chosen}")
+    method = f"{args.method} then {args.then}" if args.then else args.method
+    print(f"{result.output_dir / 'model'}: {result.steps} steps of {method}{chosen}")
     if result.table:
         print(result.table)
     return 0

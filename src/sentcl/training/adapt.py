@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,10 +36,14 @@ from sentcl.model.inference import for_inference, load_encoder
 from sentcl.model.int8_gate import digest_key, model_key, write_record
 from sentcl.training.checkpoint import sha256_of
 from sentcl.training.contrastive import train
+from sentcl.training.judgements import Judgements, judgements_for, stage_data
 from sentcl.training.recipe import recipe_from_dict
+from sentcl.training.run import FIRST_STAGE, check_output_dir
 
 logger = logging.getLogger(__name__)
 
+#: the method that trains on the user's judgements (``--method supervised`` or ``--then supervised``)
+SUPERVISED = "supervised"
 #: method → (its objective section, the corpus unit it trains on, its data.max_length, its views per row:
 #: 1 where the objective makes its own from one, None for the data's default: SimCSE's two dropout copies of
 #: a sentence, ICT's two columns)
@@ -50,7 +54,14 @@ METHODS: dict[str, tuple[dict[str, Any], str, int, int | None]] = {
     "cropping": ({"name": "cropping"}, "document", 256, 1),
     # ICT: each sentence against the rest of its document, the batch's passages as negatives
     "ict": ({"name": "simcse", "temperature": 0.05}, "ict", 256, None),
+    # the user's judgements (training/judgements.py): (query, relevant document[, mined negative]) rows,
+    # SimCSE's supervised loss = MultipleNegativesRankingLoss at scale 1/0.05 = 20
+    SUPERVISED: ({"name": "simcse", "temperature": 0.05}, "none", 256, None),
 }
+#: the supervised stage's defaults where the user gives none: the rate of sentence-transformers' one-epoch
+#: MNRL pilot on SciFact (docs/domain.md), one epoch, a tenth of it warm-up
+SUPERVISED_RATE, SUPERVISED_WARMUP = 2e-5, 0.1
+
 #: the words of each document the choice encodes (the report encodes them whole)
 CHOICE_WORDS = 128
 #: how the report ranks (dense first: its per-query nDCG@10 is what the bootstrap compares)
@@ -67,9 +78,11 @@ class AdaptRequest:
     #: the default until the study says otherwise: the one method measured not to hurt a trained model on
     #: SciFact (docs/domain.md: SimCSE +0.60 test nDCG@10, one seed; TSDAE at this rate took it apart)
     method: str = "simcse"
-    steps: int = 400
+    #: label-free: 400; supervised: None, one epoch of the fit rows
+    steps: int | None = 400
     batch_size: int = 32
-    learning_rate: float = 3e-5
+    #: None: 3e-5 label-free, SUPERVISED_RATE supervised
+    learning_rate: float | None = 3e-5
     eval_steps: int = 100
     choose: str | None = None  # qrels file to choose the checkpoint on
     report: str | None = None  # qrels file to report on
@@ -82,15 +95,46 @@ class AdaptRequest:
     #: the precision the report encodes in: fp32 (the default: the same numbers on every machine), bf16, or
     #: auto (bf16 where it is native, else fp32); the report's table and adapt.json say which
     report_dtype: str = "fp32"
+    #: the judgements the supervised stage trains on (a BEIR qrels file), split by query into fit and choose
+    train: str | None = None
+    #: the share of the training queries that choose the checkpoint where no --choose file is given
+    choose_share: float | None = None
+    #: mined hard negatives per row (0: in-batch negatives only; 1: one, training/judgements.py)
+    hard_negatives: int = 1
+    #: the first N fit queries only (a learning curve's nested subsets)
+    fit_queries: int | None = None
+    #: ``supervised`` after a label-free ``method`` (its stage in OUTPUT/first-stage)
+    then: str | None = None
 
     def check(self) -> None:
         if self.method not in METHODS:
             raise ConfigError(f"--method: {self.method!r} is not one of {', '.join(METHODS)}")
+        supervised = SUPERVISED in (self.method, self.then)
+        if self.then not in (None, SUPERVISED) or (self.then and self.method == SUPERVISED):
+            raise ConfigError(f"--then {self.then}: only supervised, after a label-free --method")
+        if supervised and not self.train:
+            raise ConfigError(
+                "--train: the supervised stage trains on judgements (e.g. FOLDER/qrels/train.tsv)"
+            )
+        if self.train and not supervised:
+            raise ConfigError(
+                f"--train {self.train}: judgements train the supervised stage: --method supervised, or "
+                f"--method {self.method} --then supervised"
+            )
+        for name in ("fit_queries", "choose_share"):
+            if getattr(self, name) is not None and not supervised:
+                raise ConfigError(
+                    f"--{name.replace('_', '-')}: for the supervised stage (--method supervised)"
+                )
+        if self.choose_share is not None and self.choose:
+            raise ConfigError("--choose-share: the checkpoint is chosen on --choose's judgements; give one")
+        if self.hard_negatives not in (0, 1):
+            raise ConfigError(f"--hard-negatives {self.hard_negatives}: 0 (in-batch only) or 1")
         self.report_dtype = precision.canonical(self.report_dtype, "--report-dtype", precision.TRAINING)
         if self.max_length is not None and self.max_length < 8:
             raise ConfigError(f"--max-length: must be at least 8 tokens, got {self.max_length}")
-        for name in ("steps", "batch_size", "eval_steps"):
-            if getattr(self, name) < 1:
+        for name in ("steps", "batch_size", "eval_steps", "fit_queries"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ConfigError(f"--{name.replace('_', '-')}: must be positive, got {getattr(self, name)}")
         if self.choose and self.report and Path(self.choose).resolve() == Path(self.report).resolve():
             raise ConfigError(
@@ -108,20 +152,32 @@ class AdaptResult:
     report: dict = field(default_factory=dict)
 
 
-def recipe(request: AdaptRequest, model_length: int | None = None) -> dict[str, Any]:
-    """The ``sentcl train`` recipe ``request`` runs (its length cut at the model's, ``model_length``)."""
+def recipe(
+    request: AdaptRequest, model_length: int | None = None, judged: Path | None = None
+) -> dict[str, Any]:
+    """The ``sentcl train`` recipe ``request`` runs (its length cut at the model's, ``model_length``);
+    ``judged``: the supervised stage's data folder (training/judgements.py), whose ``qrels/choose.tsv``
+    chooses where no ``--choose`` file is given."""
     objective, unit, max_length, views = METHODS[request.method]
     max_length = request.max_length or max_length
     max_length = min(max_length, model_length or max_length)
+    supervised = request.method == SUPERVISED
+    rate = request.learning_rate or (SUPERVISED_RATE if supervised else 3e-5)
     training: dict[str, Any] = {
-        "output_dir": request.output, "batch_size": request.batch_size,
-        "learning_rate": request.learning_rate, "max_steps": request.steps, "seed": request.seed,
-        "checkpoint_steps": request.eval_steps, "overwrite_output_dir": request.overwrite,
-        "resume": request.resume,
+        "output_dir": request.output, "batch_size": request.batch_size, "learning_rate": rate,
+        "max_steps": request.steps or 0, "seed": request.seed, "checkpoint_steps": request.eval_steps,
+        "overwrite_output_dir": request.overwrite, "resume": request.resume,
     }  # fmt: skip
-    if request.choose:
+    if supervised:  # one epoch of the fit rows unless steps are given, a tenth of it warm-up
+        training |= {"epochs": 1, "warmup_ratio": SUPERVISED_WARMUP}
+    choose = request.choose or (
+        str(judged / "qrels" / "choose.tsv")
+        if judged and (judged / "qrels" / "choose.tsv").is_file()
+        else None
+    )
+    if choose:
         training |= {
-            "eval_task": str(request.choose), "eval_steps": request.eval_steps, "eval_at_start": True,
+            "eval_task": str(choose), "eval_steps": request.eval_steps, "eval_at_start": True,
             # the start is a candidate: where no step beats it on the user's judgements, model/ is the start
             "start_is_candidate": True, "eval_options": {"document_words": CHOICE_WORDS},
             "eval_dtype": "auto",  # the choice in bf16 where it is native (the report: report_dtype)
@@ -133,28 +189,79 @@ def recipe(request: AdaptRequest, model_length: int | None = None) -> dict[str, 
     if request.pooler:
         model["pooler"] = request.pooler
     data: dict[str, Any] = {"train_file": request.corpus, "corpus_unit": unit, "max_length": max_length}
+    if supervised:
+        assert judged is not None, "the supervised stage trains on its judgements' rows"
+        data["train_file"] = str(judged / "train.jsonl")
     if views is not None:
         data["n_views"] = views
     return {"model": model, "data": data, "objective": objective, "training": training}
 
 
 def adapt(request: AdaptRequest) -> AdaptResult:
-    """Train ``request`` and, where it names judgements to report on, the before/after table."""
+    """Train ``request`` (a label-free method, the supervised stage on the user's judgements, or the one then
+    the other) and, where it names judgements to report on, the before/after table."""
     request.check()
     for option, judged in (("--choose", request.choose), ("--report", request.report)):
         if judged:  # the judgements are read before any training: a bad file fails first, in one line
             evaluator = build_evaluator(Path(), str(judged), Options(retrieval="dense"))
             if not isinstance(evaluator, RetrievalFolderEvaluator):
                 raise ConfigError(f"{option} {judged}: judgements are a BEIR folder's qrels file")
+    judgements = None
+    if request.train:  # read, checked and split before anything is written (training/judgements.py)
+        judgements = judgements_for(
+            request.train, request.seed, request.choose_share, request.choose, request.report,
+            request.fit_queries, request.batch_size,
+        )  # fmt: skip
     start = load_encoder(request.model)
     if request.pooler is None:  # the model's own pooler (a trained model keeps the one it was trained with)
         request.pooler = start.pooler
-    config = recipe_from_dict(recipe(request, start.max_length))
-    trained = train(config)
+    if request.then:
+        trained = two_stages(request, start, judgements)
+    else:
+        trained = train_stage(request, start, judgements)
     result = AdaptResult(trained.output_dir, trained.steps, trained.best_step)
     if request.report:
         result.report, result.table = report_run(request, trained.output_dir)
     return result
+
+
+def train_stage(request: AdaptRequest, start, judgements: Judgements | None, choose_from: Path | None = None):
+    """One ``sentcl train`` run of ``request`` from ``start`` (loaded); the supervised stage's rows made (and
+    its negatives mined by ``start``) first. ``choose_from``: a data folder whose choose split chooses."""
+    judged = choose_from
+    if request.method == SUPERVISED:
+        assert judgements is not None
+        device = resolve_device("auto", "mining")
+        dtype = precision.decide(
+            precision.canonical(request.report_dtype, "--report-dtype", precision.TRAINING), device
+        )
+        miner = for_inference(start, dtype, device=str(device)) if request.hard_negatives else None
+        key = model_key(start, False, dtype) if request.hard_negatives else ""
+        judged = stage_data(judgements, request.hard_negatives, miner, key, request.seed)
+    config = recipe_from_dict(recipe(request, start.max_length, judged))
+    return train(config)
+
+
+def two_stages(request: AdaptRequest, start, judgements: Judgements | None):
+    """``method`` into OUTPUT/first-stage, chosen on the same choose split, then the supervised stage from its
+    model into OUTPUT (a finished first stage is read back: ``--resume`` continues where it stopped)."""
+    output = Path(request.output)
+    check_output_dir(output, request.overwrite, request.resume)  # the run folder's consent, before stage 1
+    assert judgements is not None
+    choose_data = None if request.choose else stage_data(judgements, 0, None, "", request.seed)
+    first = replace(request, then=None, train=None, output=str(output / FIRST_STAGE))
+    if first.resume and (output / FIRST_STAGE / "summary.json").is_file():
+        logger.info("%s: the first stage is finished; training the supervised stage", output / FIRST_STAGE)
+    else:
+        first.resume = first.resume and (output / FIRST_STAGE).is_dir()
+        train_stage(first, start, None, choose_data)
+    middle = load_encoder(str(output / FIRST_STAGE / "model"), pooler=request.pooler)
+    # --steps and --learning-rate set the label-free stage; the supervised stage takes its own defaults
+    second = replace(
+        request, method=SUPERVISED, then=None, model=str(output / FIRST_STAGE / "model"), steps=None,
+        learning_rate=None,
+    )  # fmt: skip
+    return train_stage(second, middle, judgements)
 
 
 def report_run(request: AdaptRequest, folder: Path) -> tuple[dict, str]:

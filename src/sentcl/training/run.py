@@ -57,6 +57,8 @@ class RunStart:
 
 #: the lock a run holds on its output folder, so that two runs never write into one
 LOCK = ".sentcl-run.lock"
+#: a two-stage run's first stage (sentcl adapt --then), a run folder of its own inside the second's
+FIRST_STAGE = "first-stage"
 #: what a resumed run may change in its recipe: where and how it runs, not what it trains
 #: a resumed run may run elsewhere, report elsewhere, and run longer (max_steps / epochs: the learning-rate
 #: schedule then follows the new horizon from the resumed step); anything else changes what it trains
@@ -226,7 +228,11 @@ def task_evaluator(loop) -> tuple[Evaluator, Path]:
 def check_output_dir(path: Path, overwrite: bool, resume: bool) -> bool:
     """Refuse a non-empty folder without --overwrite or --resume; write nothing. Returns whether there is
     a checkpoint to resume from (--resume before the first checkpoint starts from step 0)."""
-    if path.exists() and any(p.name != LOCK for p in path.iterdir()) and not (overwrite or resume):
+    if (
+        path.exists()
+        and any(p.name not in (LOCK, FIRST_STAGE) for p in path.iterdir())
+        and not (overwrite or resume)
+    ):
         raise ConfigError(
             f"training.output_dir: {path} is not empty; pass --overwrite "
             f"(training.overwrite_output_dir=true) or --resume"

@@ -315,8 +315,8 @@ def test_label_free_then_supervised_resumes_and_keeps_both_stages(
     monkeypatch.setenv("SENTCL_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "two"
     argv = ["adapt", str(tiny_model_dir), "--corpus", str(domain), "--output", str(out), "--method",
-            "cropping", "--then", "supervised", "--train", str(domain / "qrels" / "train.tsv"), "--steps", "2",
-            "--batch-size", "4", "--eval-steps", "1", "--pooler", "avg"]  # fmt: skip
+            "cropping", "--then", "supervised", "--train", str(domain / "qrels" / "train.tsv"),
+            "--steps", "2", "--batch-size", "4", "--eval-steps", "1", "--pooler", "avg"]  # fmt: skip
     assert main(argv) == 0
     assert (out / "first-stage" / "model" / "config.json").is_file() and (
         out / "model" / "config.json"

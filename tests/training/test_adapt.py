@@ -237,7 +237,8 @@ def test_the_supervised_stage_fits_on_some_queries_and_chooses_on_the_others(
     monkeypatch.setenv("SENTCL_CACHE", str(tmp_path / "cache"))
     result = adapt(supervised(tiny_model_dir, domain, tmp_path / "run"))
     (data,) = (tmp_path / "cache" / "adapt-judgements").iterdir()
-    rows = [json.loads(line) for line in (data / "train.jsonl").read_text().splitlines()]
+    (rows_folder,) = data.glob("fit-*")
+    rows = [json.loads(line) for line in (rows_folder / "train.jsonl").read_text().splitlines()]
     chosen_on = {line.split("\t")[0] for line in (data / "qrels" / "choose.tsv").read_text().splitlines()[1:]}
     queries = {json.loads(q)["text"]: json.loads(q)["_id"] for q in (domain / "queries.jsonl").open()}
     fit = {queries[row["anchor"]] for row in rows}
@@ -253,11 +254,10 @@ def test_the_supervised_stage_fits_on_some_queries_and_chooses_on_the_others(
     in_batch = adapt(supervised(tiny_model_dir, domain, tmp_path / "in-batch", hard_negatives=0))
     assert in_batch.steps == result.steps
     pairs = next(d for d in (tmp_path / "cache" / "adapt-judgements").iterdir() if d != data)
-    assert all(
-        set(json.loads(r)) == {"anchor", "positive"}
-        for r in (pairs / "train.jsonl").read_text().split("\n")
-        if r
-    )
+    lines = next(pairs.glob("fit-*/train.jsonl")).read_text().splitlines()
+    assert all(set(json.loads(line)) == {"anchor", "positive"} for line in lines)
+    smaller = adapt(supervised(tiny_model_dir, domain, tmp_path / "four", fit_queries=4))  # mined once
+    assert len(list(data.glob("fit-*"))) == 2 and smaller.steps <= result.steps
 
 
 def test_fit_subsets_are_nested_and_seeded():

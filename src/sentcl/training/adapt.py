@@ -156,8 +156,8 @@ def recipe(
     request: AdaptRequest, model_length: int | None = None, judged: Path | None = None
 ) -> dict[str, Any]:
     """The ``sentcl train`` recipe ``request`` runs (its length cut at the model's, ``model_length``);
-    ``judged``: the supervised stage's data folder (training/judgements.py), whose ``qrels/choose.tsv``
-    chooses where no ``--choose`` file is given."""
+    ``judged``: the supervised stage's rows folder (training/judgements.py); its split's
+    ``qrels/choose.tsv`` chooses where no ``--choose`` file is given."""
     objective, unit, max_length, views = METHODS[request.method]
     max_length = request.max_length or max_length
     max_length = min(max_length, model_length or max_length)
@@ -170,11 +170,8 @@ def recipe(
     }  # fmt: skip
     if supervised:  # one epoch of the fit rows unless steps are given, a tenth of it warm-up
         training |= {"epochs": 1, "warmup_ratio": SUPERVISED_WARMUP}
-    choose = request.choose or (
-        str(judged / "qrels" / "choose.tsv")
-        if judged and (judged / "qrels" / "choose.tsv").is_file()
-        else None
-    )
+    held_out = judged.parent / "qrels" / "choose.tsv" if judged else None  # the split's, beside its rows
+    choose = request.choose or (str(held_out) if held_out and held_out.is_file() else None)
     if choose:
         training |= {
             "eval_task": str(choose), "eval_steps": request.eval_steps, "eval_at_start": True,

@@ -50,11 +50,18 @@ PROTOCOL = "judgements-v1"
 
 @dataclass
 class Judgements:
-    """The training judgements, split: ``fit`` query ids in their (seeded) order, ``choose`` query ids."""
+    """The training judgements, split: ``fit`` query ids in their (seeded) order, ``choose`` query ids; the
+    first ``fit_count`` fit queries train (all of them by default)."""
 
     retrieval: Retrieval
     fit: list[str]
     choose: list[str]
+    fit_count: int | None = None
+
+    @property
+    def fitted(self) -> list[str]:
+        """The queries that train: the first ``fit_count`` of the fit order."""
+        return self.fit[: self.fit_count] if self.fit_count is not None else self.fit
 
 
 def read_judgements(qrels: str | Path, option: str) -> Retrieval:
@@ -99,94 +106,108 @@ def judgements_for(
         if not 0 < share < 1:
             raise ConfigError(f"--choose-share {share}: a share of the training queries, in (0, 1)")
         fit, held = split_queries(ids, share, seed)
-    if fit_queries is not None:
-        if fit_queries > len(fit):
-            raise ConfigError(f"--fit-queries {fit_queries}: --train {train} leaves {len(fit)} to fit on")
-        fit = fit[:fit_queries]
-    if len(fit) < batch_size:
+    if fit_queries is not None and fit_queries > len(fit):
+        raise ConfigError(f"--fit-queries {fit_queries}: --train {train} leaves {len(fit)} to fit on")
+    judgements = Judgements(retrieval, fit, held, fit_queries)
+    if len(judgements.fitted) < batch_size:
         raise ConfigError(
-            f"--train {train}: {len(fit)} queries to fit on, fewer than one batch of {batch_size} (lower "
-            f"--batch-size, or judge more queries)"
+            f"--train {train}: {len(judgements.fitted)} queries to fit on, fewer than one batch of "
+            f"{batch_size} (lower --batch-size, or judge more queries)"
         )
-    return Judgements(retrieval, fit, held)
+    return judgements
 
 
 def stage_data(judgements: Judgements, hard_negatives: int, miner, miner_key: str, seed: int) -> Path:
-    """The folder of the supervised stage's files (module docstring), made once in the cache: ``miner``
-    (an encoder; ``miner_key`` names its weights) mines the negatives where ``hard_negatives`` is 1."""
+    """The folder of the supervised stage's files (module docstring), made once in the cache. Two levels:
+    the split's folder (its choose qrels and, where ``hard_negatives`` is 1, every fit query's negative,
+    mined by ``miner`` — an encoder whose weights ``miner_key`` names — over all the fit queries, so a
+    learning curve's subsets mine once), and inside it one folder of training rows per fit count."""
     retrieval = judgements.retrieval
-    folder_of_data = retrieval.qrels_path.parent.parent
-    key = hashlib.sha256(
-        json.dumps(
-            [
-                PROTOCOL,
-                sha256_of(qrels_file(retrieval.qrels_path)),
-                sha256_of(folder_of_data / "corpus.jsonl"),
-                sha256_of(folder_of_data / "queries.jsonl"),
-                judgements.fit,
-                judgements.choose,
-                hard_negatives,
-                miner_key if hard_negatives else None,
-                seed,
-                MINING.__dict__,
-            ]
-        ).encode()
-    ).hexdigest()[:32]
-    folder = cache_dir() / "adapt-judgements" / key
-    if (folder / "train.jsonl").is_file():
-        return folder
-    rows = training_rows(judgements, hard_negatives, miner, seed)
-    with atomic_folder(folder, "judgements", overwrite=True) as tmp:
-        with (tmp / "train.jsonl").open("w", encoding="utf-8") as handle:
-            for row in rows:
-                names = ("anchor", "positive", "negative")[: len(row)]
-                handle.write(json.dumps(dict(zip(names, row, strict=True)), ensure_ascii=False) + "\n")
-        (tmp / "qrels").mkdir()
-        if judgements.choose:
-            write_qrels(tmp / "qrels" / "choose.tsv", retrieval, set(judgements.choose))
-            for name in ("corpus.jsonl", "queries.jsonl"):
-                (tmp / name).symlink_to((folder_of_data / name).resolve())
-        summary = {"fit_queries": len(judgements.fit), "choose_queries": len(judgements.choose),
-                   "rows": len(rows), "hard_negatives": hard_negatives, "mining": MINING.__dict__,
-                   "source": str(retrieval.qrels_path)}  # fmt: skip
-        (tmp / "judgements.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    return folder
+    beir = retrieval.qrels_path.parent.parent
+    identity = [
+        PROTOCOL, sha256_of(qrels_file(retrieval.qrels_path)), sha256_of(beir / "corpus.jsonl"),
+        sha256_of(beir / "queries.jsonl"), judgements.fit, judgements.choose, hard_negatives,
+        miner_key if hard_negatives else None, seed, MINING.__dict__,
+    ]  # fmt: skip
+    split = cache_dir() / "adapt-judgements" / hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:32]
+    if not (split / "negatives.json").is_file():
+        negatives = mined_negatives(judgements, miner, seed) if hard_negatives else {}
+        with atomic_folder(split, "judgements", overwrite=True) as tmp:
+            (tmp / "negatives.json").write_text(json.dumps(negatives) + "\n", encoding="utf-8")
+            if judgements.choose:
+                (tmp / "qrels").mkdir()
+                write_qrels(tmp / "qrels" / "choose.tsv", retrieval, set(judgements.choose))
+                for name in ("corpus.jsonl", "queries.jsonl"):
+                    (tmp / name).symlink_to((beir / name).resolve())
+    negatives = json.loads((split / "negatives.json").read_text(encoding="utf-8"))
+    count = len(judgements.fitted)
+    rows_folder = split / f"fit-{count}"
+    if not (rows_folder / "train.jsonl").is_file():
+        rows = training_rows(judgements, negatives if hard_negatives else None)
+        with atomic_folder(rows_folder, "judgements", overwrite=True) as tmp:
+            with (tmp / "train.jsonl").open("w", encoding="utf-8") as handle:
+                for row in rows:
+                    names = ("anchor", "positive", "negative")[: len(row)]
+                    handle.write(json.dumps(dict(zip(names, row, strict=True)), ensure_ascii=False) + "\n")
+            summary = {"fit_queries": count, "choose_queries": len(judgements.choose), "rows": len(rows),
+                       "hard_negatives": hard_negatives, "mining": MINING.__dict__,
+                       "source": str(retrieval.qrels_path)}  # fmt: skip
+            (tmp / "judgements.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return rows_folder
 
 
-def training_rows(judgements: Judgements, hard_negatives: int, miner, seed: int) -> list[tuple[str, ...]]:
-    """One row per (fit query, relevant document), in the fit order; with a mined negative where asked."""
+def training_rows(judgements: Judgements, negatives: dict[str, int] | None) -> list[tuple[str, ...]]:
+    """One row per (fitted query, relevant document), in the fit order; with the query's negative (a corpus
+    row, ``negatives``) where given."""
     retrieval = judgements.retrieval
     row_of = {query: i for i, query in enumerate(retrieval.query_ids)}
+    rows: list[tuple[str, ...]] = []
+    for query in judgements.fitted:
+        text = retrieval.queries[row_of[query]]
+        for doc in sorted(retrieval.relevant[row_of[query]]):
+            pair = (text, retrieval.corpus[doc])
+            rows.append(pair if negatives is None else (*pair, retrieval.corpus[negatives[query]]))
+    return rows
+
+
+def mined_negatives(judgements: Judgements, miner, seed: int) -> dict[str, int]:
+    """Each fit query's negative (a corpus row), mined by ``miner`` under ``MINING``: every judged relevant
+    document of the query is excluded, not only a pair's (other splits' judgements are not read: the report
+    stays unread). A query with no candidate that passes gets a random document it is not judged relevant
+    to, never dropped."""
+    retrieval = judgements.retrieval
+    row_of = {query: i for i, query in enumerate(retrieval.query_ids)}
+    doc_row = {text: i for i, text in enumerate(retrieval.corpus)}
     pairs = [
         (retrieval.queries[row_of[query]], retrieval.corpus[doc])
         for query in judgements.fit
         for doc in sorted(retrieval.relevant[row_of[query]])
     ]
-    if not hard_negatives:
-        return list(pairs)
-    # every judged relevant document of the query is excluded, not only the pair's: the positives the
-    # miner sees are all of them (other splits' judgements are not read: the report stays unread)
     options = MiningOptions(**(MINING.__dict__ | {"seed": seed}))
     mined = mine(Batched(miner, 64, show_progress=True), pairs, options, corpus=retrieval.corpus)
-    negative = {anchor: found[0] for anchor, found in mined.negatives.items() if found}
-    if mined.without:  # kept, never dropped: a random document the query is not judged relevant to
+    negatives: dict[str, int] = {}
+    rng = random.Random(seed)
+    for query in judgements.fit:
+        row = row_of[query]
+        found = mined.negatives.get(retrieval.queries[row])
+        if found:
+            negatives[query] = doc_row[found[0]]
+            continue
+        if len(retrieval.relevant[row]) >= len(retrieval.corpus):
+            raise ConfigError(
+                f"--train {retrieval.qrels_path}: query {query!r} is judged relevant to every document"
+            )
+        while query not in negatives:
+            doc = rng.randrange(len(retrieval.corpus))
+            if doc not in retrieval.relevant[row]:
+                negatives[query] = doc
+    if mined.without:
         logger.warning(
             "%d of %d fit queries have no candidate in ranks %d-%d below their positive; each gets a random "
             "document it is not judged relevant to as its negative",
             mined.without, mined.anchors, MINING.range_min, MINING.range_max,
         )  # fmt: skip
-        rng = random.Random(seed)
-        for query in judgements.fit:
-            text = retrieval.queries[row_of[query]]
-            if len(retrieval.relevant[row_of[query]]) >= len(retrieval.corpus):
-                raise ConfigError(
-                    f"--train {retrieval.qrels_path}: query {query!r} is judged relevant to every document"
-                )
-            while text not in negative:
-                doc = rng.randrange(len(retrieval.corpus))
-                if doc not in retrieval.relevant[row_of[query]]:
-                    negative[text] = retrieval.corpus[doc]
-    return [(q, p, negative[q]) for q, p in pairs]
+    return negatives
 
 
 def write_qrels(path: Path, retrieval: Retrieval, queries: set[str]) -> None:

@@ -25,7 +25,7 @@ CHROMIUM := /usr/bin/chromium
 WORDNET  := /usr/share/wordnet/data.noun
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test test-min lint unit setup clean bench reproduce domain-study domain-study-cpu domain-students
+.PHONY: demo test test-min lint unit setup clean bench reproduce domain-study domain-study-cpu domain-students judgement-curve
 
 setup: $(STAMP)
 
@@ -113,6 +113,13 @@ domain-study: $(STAMP)
 # the report in bf16 where native; about 4 h, resumable under runs/domain-study-cpu; docs/domain.md section 5c)
 domain-study-cpu: $(STAMP)
 	$(BIN)/python -m sentcl_reproduction.domain_study configs/domain/study_cpu.yaml
+
+# how many judgements SciFact needs: all-MiniLM-L6-v2 fine-tuned on 50 … all of its labelled train queries, with
+# and without mined hard negatives, 3 seeds, and a label-free stage first (configs/domain/judgements_cpu.yaml;
+# resumable under runs/judgement-curve-cpu; SIZES=all SEEDS=42 runs a part; the report docs/reports/)
+judgement-curve: $(STAMP)
+	$(BIN)/python -m sentcl_reproduction.judgement_curve configs/domain/judgements_cpu.yaml \
+		$(if $(SIZES),--sizes $(SIZES)) $(if $(SEEDS),--seeds $(SEEDS))
 
 # static students of the study's adapted model (chosen on train judgements, or TEACHER=method) and of the
 # start, on SciFact's sentences: their test nDCG@10 and speed (docs/domain.md section 6, made with

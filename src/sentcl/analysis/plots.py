@@ -205,6 +205,31 @@ def plot_method_bars(
     return _save(fig, path)
 
 
+def plot_learning_curve(
+    curves: dict[str, list[tuple[int, float, float]]],
+    references: dict[str, float],
+    path: str | Path,
+    xlabel: str,
+    ylabel: str,
+    title: str,
+) -> Path:
+    """One line per setting through its (size, mean, std over seeds) points, on a log x axis, beside
+    horizontal reference lines (the start, BM25, the start's hybrid): a learning curve."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for (label, points), color in zip(curves.items(), _colors(len(curves) + len(references)), strict=False):
+        xs, means, spreads = zip(*sorted(points), strict=True) if points else ((), (), ())
+        ax.errorbar(xs, means, yerr=spreads, marker="o", capsize=3, color=color, label=label)
+    colors = _colors(len(curves) + len(references))[len(curves) :]
+    for (label, value), color in zip(references.items(), colors, strict=True):
+        ax.axhline(value, linestyle="--", color=color, label=f"{label} {value:.2f}")
+    ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(loc="lower right", fontsize=8)
+    return _save(fig, path)
+
+
 def plot_frontier(
     points: list[tuple[str, float, float]],
     references: dict[str, float],

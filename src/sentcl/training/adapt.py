@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import yaml
 
 from sentcl import precision
 from sentcl.atomic_write import atomic_file
@@ -267,9 +268,23 @@ def report_run(request: AdaptRequest, folder: Path) -> tuple[dict, str]:
     if request.pooler is None:
         request.pooler = load_encoder(request.model).pooler
     report = before_after(request, folder / "model", request.pooler)
+    report["judgements"] = trained_on(folder)
     table = format_table(report)
     write_report(folder, report, table)
     return report, table
+
+
+def trained_on(folder: Path) -> dict | None:
+    """What a supervised run trained on (its rows folder's judgements.json: fit queries, rows, negatives),
+    or None for a label-free run."""
+    recipe_file = folder / "config.yaml"
+    if not recipe_file.is_file():
+        return None
+    train_file = (
+        (yaml.safe_load(recipe_file.read_text(encoding="utf-8")) or {}).get("data", {}).get("train_file")
+    )
+    summary = Path(str(train_file)).parent / "judgements.json" if train_file else None
+    return json.loads(summary.read_text(encoding="utf-8")) if summary and summary.is_file() else None
 
 
 def report_scores(report: str, source: str, pooler: str | None, dtype: str = "fp32") -> dict:

@@ -99,7 +99,7 @@ def judgements_for(
                     f"that train a model cannot {'report' if option == '--report' else 'choose'} it"
                 )
     if choose:
-        fit, held = sorted(ids), []
+        fit, held = sorted(ids), list[str]()
         random.Random(seed).shuffle(fit)
     else:
         share = 0.2 if choose_share is None else choose_share

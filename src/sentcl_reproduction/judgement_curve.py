@@ -1,0 +1,262 @@
+"""How many judgements a domain needs (issue 71): the learning curve of ``sentcl adapt --method supervised``.
+
+    python -m sentcl_reproduction.judgement_curve configs/domain/judgements_cpu.yaml
+
+From one start, on one BEIR folder: the training judgements split by query into fit and choose (seeded: each
+seed has its own split), the first N fit queries for each size (nested: a smaller size's queries are among a
+larger one's), trained with in-batch negatives only and with one mined hard negative per row, every size for
+the same number of steps (a small set is repeated; the checkpoint chosen on the choose queries at the end,
+the start a candidate); plus, at the largest size with hard negatives, a label-free method first. The report
+reads only the report judgements: nDCG@10, Recall@100 and the hybrid's nDCG@10 (mean ± std over the seeds),
+each row against the start, BM25 and the start's hybrid with 95 % intervals from a paired bootstrap over the
+queries (each replicate draws the queries and the seeds again), and the verdicts the issue asks for. Every
+run is a ``sentcl adapt`` run folder: one reported is read back, one interrupted resumes, so the curve
+resumes after any interruption; the report and its figure are written again after every run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sentcl.analysis.plots import plot_learning_curve
+from sentcl.config import expand_path, load_yaml
+from sentcl.evaluation.significance import Difference, MeanBootstrap
+from sentcl.training.adapt import AdaptRequest, adapt, report_run
+
+logger = logging.getLogger(__name__)
+
+ALL = "all"
+
+
+@dataclass
+class Curve:
+    output_dir: Path
+    report: Path
+    start: str
+    corpus: str
+    train: str
+    report_qrels: str
+    sizes: list[int | str]
+    negatives: list[int]
+    seeds: list[int]
+    label_free_first: dict[str, Any]
+    settings: dict[str, Any]
+    source: Path
+
+    @classmethod
+    def load(cls, path: str | Path) -> Curve:
+        raw = load_yaml(Path(path))
+        paths = {k: expand_path(str(raw[k]), k) for k in ("corpus", "train", "report_qrels")}
+        sizes = [s if s == ALL else int(s) for s in raw["sizes"]]
+        return cls(Path(raw["output_dir"]), Path(raw["report"]), str(raw["start"]), paths["corpus"],
+                   paths["train"], paths["report_qrels"], sizes, [int(n) for n in raw["negatives"]],
+                   [int(s) for s in raw["seeds"]], raw.get("label_free_first") or {}, raw.get("settings", {}),
+                   Path(path))  # fmt: skip
+
+
+def row_name(size: int | str, negatives: int, first: str | None = None) -> str:
+    kind = "hard negatives" if negatives else "in-batch"
+    return f"{first} then supervised, {size}, {kind}" if first else f"{size}, {kind}"
+
+
+def run_folder(curve: Curve, size: int | str, negatives: int, seed: int, first: str | None = None) -> Path:
+    kind = "hard" if negatives else "in-batch"
+    return curve.output_dir / (f"{first}-then-{size}-{kind}" if first else f"{size}-{kind}") / f"seed-{seed}"
+
+
+def request_for(
+    curve: Curve, size: int | str, negatives: int, seed: int, folder: Path, first: str | None = None
+) -> AdaptRequest:
+    settings = curve.settings
+    request = AdaptRequest(
+        model=curve.start, corpus=curve.corpus, output=str(folder), method=first or "supervised",
+        steps=int(curve.label_free_first.get("steps", 100)) if first else int(settings["steps"]),
+        batch_size=int(settings.get("batch_size", 32)),
+        learning_rate=float(curve.label_free_first.get("learning_rate", 3e-5)) if first
+        else float(settings.get("learning_rate", 2e-5)),
+        eval_steps=int(settings.get("eval_steps", settings["steps"])), report=curve.report_qrels, seed=seed,
+        report_dtype=str(settings.get("report_dtype", "fp32")), train=curve.train,
+        choose_share=float(settings.get("choose_share", 0.2)), hard_negatives=negatives,
+        fit_queries=None if size == ALL else int(size), then="supervised" if first else None,
+        max_length=settings.get("max_length"), pooler=settings.get("pooler"),
+    )  # fmt: skip
+    request.resume = folder.is_dir() and not (folder / "summary.json").is_file()
+    request.overwrite = False
+    return request
+
+
+def reported(curve: Curve, size: int | str, negatives: int, seed: int, first: str | None = None) -> dict:
+    """One run's report (adapt.json): read back, reported (trained, not reported), or trained now."""
+    folder = run_folder(curve, size, negatives, seed, first)
+    if (folder / "adapt.json").is_file():
+        return json.loads((folder / "adapt.json").read_text(encoding="utf-8"))
+    request = request_for(curve, size, negatives, seed, folder, first)
+    started = time.monotonic()
+    if (folder / "summary.json").is_file():
+        report, _ = report_run(request, folder)
+    else:
+        report = adapt(request).report
+    logger.info(
+        "%s, seed %d: %.1f min", row_name(size, negatives, first), seed, (time.monotonic() - started) / 60
+    )
+    return report
+
+
+@dataclass
+class Row:
+    name: str
+    size: int | str
+    negatives: int
+    reports: list[dict]
+
+    def values(self, key: str) -> list[float]:
+        return [r["metrics"]["adapted"][f"{r['task']}_{key}"] for r in self.reports]
+
+    def per_query(self, key: str) -> np.ndarray:
+        return np.array([r["per_query"]["adapted"][f"{r['task']}_{key}"] for r in self.reports])
+
+
+def over_seeds(values: list[float]) -> str:
+    spread = np.std(values, ddof=1) if len(values) > 1 else 0.0
+    return f"{np.mean(values):.2f} ± {spread:.2f}"
+
+
+def verdict(difference: Difference) -> str:
+    if not difference.distinguishable:
+        return "not distinguishable"
+    return "holds" if difference.delta > 0 else "fails"
+
+
+def compare(rows: list[Row], first: dict) -> tuple[MeanBootstrap, dict[str, float]]:
+    """Every row's per-query scores (over its seeds) and the start's, BM25's and the start's hybrid's on the
+    same bootstrap draws."""
+    start = first["per_query"]["start"]
+    name = first["task"]
+    bootstrap = MeanBootstrap(first["queries"])
+    references = {}
+    for label, key in (("start", "ndcg@10"), ("BM25", "bm25_ndcg@10"), ("start's hybrid", "hybrid_ndcg@10")):
+        bootstrap.add(label, np.array(start[f"{name}_{key}"]))
+        references[label] = first["metrics"]["start"][f"{name}_{key}"]
+    for row in rows:
+        bootstrap.add(row.name, row.per_query("ndcg@10"))
+        bootstrap.add(f"{row.name} hybrid", row.per_query("hybrid_ndcg@10"))
+    return bootstrap, references
+
+
+def write_report(curve: Curve, rows: list[Row], missing: list[str]) -> None:
+    if not rows:
+        return
+    first = rows[0].reports[0]
+    bootstrap, references = compare(rows, first)
+    figure = plot_learning_curve(
+        {
+            label: [(fit_size(row), float(np.mean(row.values("ndcg@10"))), spread(row.values("ndcg@10")))
+                    for row in rows if row.negatives == negatives and not row.name.count("then")]
+            for negatives, label in ((0, "in-batch negatives"), (1, "+ mined hard negatives"))
+        },
+        references, curve.report.parent / "images" / f"{curve.report.stem}.png", "labelled queries fitted on",
+        "test nDCG@10", f"{first['task']}: {curve.start} fine-tuned on judgements",
+    )  # fmt: skip
+    machines = sorted({r.get("measured_on", {}).get("adapted", "?") for row in rows for r in row.reports})
+    lines = [
+        f"# How many judgements: {first['task']}", "",
+        f"Generated by `python -m sentcl_reproduction.judgement_curve {curve.source}` from the runs in "
+        f"`{curve.output_dir}`; every number below was measured by it. Start {curve.start}; settings "
+        f"{json.dumps(curve.settings)}; seeds {curve.seeds}. Test reports measured on: "
+        f"{'; '.join(machines)}.",
+        "",
+    ]  # fmt: skip
+    if missing:
+        lines += [f"**Partial**: not reported yet: {', '.join(missing)}.", ""]
+    lines += [f"![test nDCG@10 against labelled queries]({figure.relative_to(curve.report.parent)})", ""]
+    lines += [f"References: {', '.join(f'{k} {v:.2f}' for k, v in references.items())} "
+              f"({first['queries']} test queries).", ""]  # fmt: skip
+    head = ["row", "fit queries", "nDCG@10", "Recall@100", "− start [95 %]", "verdict", "hybrid nDCG@10",
+            "hybrid − BM25 [95 %]", "verdict", "hybrid − start's hybrid [95 %]", "verdict"]  # fmt: skip
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in rows:
+        versus = [bootstrap.compare(row.name, "start"), bootstrap.compare(f"{row.name} hybrid", "BM25"),
+                  bootstrap.compare(f"{row.name} hybrid", "start's hybrid")]  # fmt: skip
+        cells = [row.name, str(fit_size(row)), over_seeds(row.values("ndcg@10")),
+                 f"{np.mean(row.values('recall@100')):.2f}", str(versus[0]), verdict(versus[0]),
+                 over_seeds(row.values("hybrid_ndcg@10")), str(versus[1]), verdict(versus[1]), str(versus[2]),
+                 verdict(versus[2])]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", *verdicts(rows, bootstrap)]
+    curve.report.parent.mkdir(parents=True, exist_ok=True)
+    curve.report.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def fit_size(row: Row) -> int:
+    """The queries a row fitted on (``all``: every fit query of the first seed's split)."""
+    return int(row.reports[0]["judgements"]["fit_queries"]) if row.size == ALL else int(row.size)
+
+
+def spread(values: list[float]) -> float:
+    return float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+
+
+def verdicts(rows: list[Row], bootstrap: MeanBootstrap) -> list[str]:
+    """ "N judgements beat the start", "hard negatives help at N", "label-free first helps"."""
+    lines = ["Verdicts (95 % paired bootstrap over the test queries and the seeds):", ""]
+    by = {(row.size, row.negatives, "then" in row.name): row for row in rows}
+    for (size, negatives, chained), row in by.items():
+        if chained:
+            plain = by.get((size, negatives, False))
+            if plain is not None:
+                d = bootstrap.compare(row.name, plain.name)
+                lines.append(f"- label-free first helps ({row.name} − {plain.name}): {d}, {verdict(d)}")
+            continue
+        d = bootstrap.compare(row.name, "start")
+        lines.append(f"- {row.name} beats the start: {d}, {verdict(d)}")
+        if negatives and (size, 0, False) in by:
+            h = bootstrap.compare(row.name, by[(size, 0, False)].name)
+            lines.append(f"- hard negatives help at {size}: {h}, {verdict(h)}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("plan")
+    parser.add_argument("--sizes", help="only these sizes (comma-separated), e.g. all")
+    parser.add_argument("--seeds", help="only these seeds (comma-separated)")
+    parser.add_argument("--report-only", action="store_true", help="report the finished runs, train none")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    curve = Curve.load(args.plan)
+    sizes = [s if s == ALL else int(s) for s in args.sizes.split(",")] if args.sizes else curve.sizes
+    seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else curve.seeds
+    plan: list[tuple[int | str, int, str | None]] = [
+        (size, negatives, None) for size in curve.sizes for negatives in curve.negatives
+    ]
+    if curve.label_free_first:
+        plan.append((curve.sizes[-1], 1, str(curve.label_free_first["method"])))
+    rows: list[Row] = []
+    missing: list[str] = []
+    for size, negatives, first in plan:
+        reports = []
+        for seed in curve.seeds:
+            folder = run_folder(curve, size, negatives, seed, first)
+            wanted = size in sizes and seed in seeds and not args.report_only
+            if (folder / "adapt.json").is_file() or wanted:
+                reports.append(reported(curve, size, negatives, seed, first))
+            else:
+                missing.append(f"{row_name(size, negatives, first)} seed {seed}")
+        if reports:
+            rows.append(Row(row_name(size, negatives, first), size, negatives, reports))
+        write_report(curve, rows, missing)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,40 @@
+"""The judgements' learning curve on a tiny domain: nested sizes × negatives × seeds and the label-free row,
+reported against the start, BM25 and the start's hybrid; a second run reads every run back."""
+
+import yaml
+
+from sentcl_reproduction import judgement_curve
+
+from ..training.test_adapt import domain as domain  # the tiny BEIR folder fixture
+
+
+def test_a_tiny_curve_reports_its_verdicts_and_resumes(tmp_path, tiny_model_dir, domain, monkeypatch):
+    monkeypatch.setenv("SENTCL_CACHE", str(tmp_path / "cache"))
+    plan = {
+        "output_dir": str(tmp_path / "curve"), "report": str(tmp_path / "curve.md"),
+        "start": str(tiny_model_dir),
+        "corpus": str(domain), "train": str(domain / "qrels" / "train.tsv"),
+        "report_qrels": str(domain / "qrels" / "test.tsv"), "sizes": [4, "all"], "negatives": [0, 1],
+        "seeds": [1, 2], "label_free_first": {"method": "cropping", "steps": 1},
+        "settings": {"steps": 2, "eval_steps": 2, "batch_size": 4, "learning_rate": 1e-3, "pooler": "avg"},
+    }  # fmt: skip
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(plan))
+    assert judgement_curve.main([str(path), "--seeds", "1"]) == 0  # a part: said so
+    report = (tmp_path / "curve.md").read_text()
+    assert "**Partial**: not reported yet:" in report and "seed 2" in report
+    assert judgement_curve.main([str(path)]) == 0
+    report = (tmp_path / "curve.md").read_text()
+    assert "Partial" not in report and (tmp_path / "images" / "curve.png").is_file()
+    rows = [line for line in report.splitlines() if line.startswith("| ") and "row" not in line]
+    assert len(rows) == 5 and rows[-1].startswith("| cropping then supervised, all, hard negatives | 5 |")
+    for words in (
+        "- 4, in-batch beats the start:",
+        "- hard negatives help at 4:",
+        "- label-free first helps",
+    ):
+        assert words in report
+    trained = []
+    monkeypatch.setattr(judgement_curve, "adapt", lambda request: trained.append(request))
+    assert judgement_curve.main([str(path)]) == 0 and not trained  # every run read back
+    assert (tmp_path / "curve.md").read_text() == report

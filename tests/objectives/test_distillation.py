@@ -163,6 +163,22 @@ def test_a_cache_that_is_not_its_teachers_table_is_rebuilt(
     assert not [r for r in caplog.records if r.levelname == "WARNING"]
 
 
+def test_a_folder_where_the_cache_goes_is_one_line_before_encoding(
+    tiny_model_dir, tmp_path, monkeypatch, caplog
+):
+    """Issue 70 item 7: the WARNING said "rebuilt", the teacher encoded all, and the run then failed."""
+    monkeypatch.setenv("SENTCL_CACHE", str(tmp_path / "cache"))
+    key = teacher_module.table_key(str(tiny_model_dir), SENTENCES[:4], None, None)
+    (tmp_path / "cache" / "teachers" / f"{key}.npy").mkdir(parents=True)
+    encoded = []
+    monkeypatch.setattr(teacher_module, "load_teacher", lambda *a: encoded.append(a))
+    with pytest.raises(
+        TeacherError, match=rf"{key}.npy: not a file, where sentcl caches the teacher's table"
+    ):
+        teacher_table(str(tiny_model_dir), SENTENCES[:4])
+    assert not encoded and "rebuilt" not in caplog.text
+
+
 def test_a_teacher_that_does_not_load_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("SENTCL_CACHE", str(tmp_path / "cache"))
     with pytest.raises(TeacherError, match=r"objective.teacher: the teacher does not load"):

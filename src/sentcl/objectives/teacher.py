@@ -105,6 +105,12 @@ def teacher_table(
     key = table_key(teacher, texts, pooler, max_length)
     folder = cache_dir() / "teachers"
     path, meta_path = folder / f"{key}.npy", folder / f"{key}.json"
+    for target in (path, meta_path):  # said before the teacher encodes anything, not after
+        if target.exists() and not target.is_file():
+            raise TeacherError(
+                f"{target}: not a file, where sentcl caches the teacher's table; move it away (the cache is "
+                f"sentcl's own: {folder})"
+            )
     if path.is_file() or meta_path.is_file():
         table, why = _cached(path, meta_path, key, len(texts))
         if table is not None:

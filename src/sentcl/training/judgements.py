@@ -129,7 +129,8 @@ def stage_data(judgements: Judgements, hard_negatives: int, miner, miner_key: st
         sha256_of(beir / "queries.jsonl"), judgements.fit, judgements.choose, hard_negatives,
         miner_key if hard_negatives else None, seed, MINING.__dict__,
     ]  # fmt: skip
-    split = cache_dir() / "adapt-judgements" / hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:32]
+    digest = hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:16]
+    split = cache_dir() / "adapt-judgements" / f"{beir.name}-{digest}"  # the choice's task: <name>-choose
     if not (split / "negatives.json").is_file():
         negatives = mined_negatives(judgements, miner, seed) if hard_negatives else {}
         with atomic_folder(split, "judgements", overwrite=True) as tmp:

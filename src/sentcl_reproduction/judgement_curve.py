@@ -163,7 +163,7 @@ def write_report(curve: Curve, rows: list[Row], missing: list[str]) -> None:
             for negatives, label in ((0, "in-batch negatives"), (1, "+ mined hard negatives"))
         },
         references, curve.report.parent / "images" / f"{curve.report.stem}.png", "labelled queries fitted on",
-        "test nDCG@10", f"{first['task']}: {curve.start} fine-tuned on judgements",
+        "test nDCG@10", f"{first['task']}: {curve.start.split('/')[-1]} on judgements",
     )  # fmt: skip
     machines = sorted({r.get("measured_on", {}).get("adapted", "?") for row in rows for r in row.reports})
     lines = [

@@ -116,6 +116,7 @@ class Row:
     size: int | str
     negatives: int
     reports: list[dict]
+    seeds: list[int]
 
     def values(self, key: str) -> list[float]:
         return [r["metrics"]["adapted"][f"{r['task']}_{key}"] for r in self.reports]
@@ -213,13 +214,18 @@ def verdicts(rows: list[Row], bootstrap: MeanBootstrap) -> list[str]:
             plain = by.get((size, negatives, False))
             if plain is not None:
                 d = bootstrap.compare(row.name, plain.name)
-                lines.append(f"- label-free first helps ({row.name} − {plain.name}): {d}, {verdict(d)}")
+                seeds = "" if row.seeds == plain.seeds else f" (seeds {row.seeds} against {plain.seeds})"
+                lines.append(
+                    f"- label-free first helps ({row.name} − {plain.name}): {d}, {verdict(d)}{seeds}"
+                )
             continue
         d = bootstrap.compare(row.name, "start")
         lines.append(f"- {row.name} beats the start: {d}, {verdict(d)}")
         if negatives and (size, 0, False) in by:
-            h = bootstrap.compare(row.name, by[(size, 0, False)].name)
-            lines.append(f"- hard negatives help at {size}: {h}, {verdict(h)}")
+            other = by[(size, 0, False)]
+            h = bootstrap.compare(row.name, other.name)
+            seeds = "" if row.seeds == other.seeds else f" (seeds {row.seeds} against {other.seeds})"
+            lines.append(f"- hard negatives help at {size}: {h}, {verdict(h)}{seeds}")
     return lines
 
 
@@ -244,16 +250,17 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[Row] = []
     missing: list[str] = []
     for size, negatives, first in plan:
-        reports = []
+        reports, done = [], []
         for seed in curve.seeds:
             folder = run_folder(curve, size, negatives, seed, first)
             wanted = size in sizes and seed in seeds and not args.report_only
             if (folder / "adapt.json").is_file() or wanted:
                 reports.append(reported(curve, size, negatives, seed, first))
+                done.append(seed)
             else:
                 missing.append(f"{row_name(size, negatives, first)} seed {seed}")
         if reports:
-            rows.append(Row(row_name(size, negatives, first), size, negatives, reports))
+            rows.append(Row(row_name(size, negatives, first), size, negatives, reports, done))
         write_report(curve, rows, missing)
     return 0
 

@@ -37,6 +37,18 @@ def test_recipe_loads(path, monkeypatch):
                     settings = {**plan.budget, **overrides, **candidate, "training.seed": plan.seeds[0]}
                     load_recipe(method.recipe, as_overrides(settings))
         return
+    if path.name == "judgements_cpu.yaml":  # the judgements' learning curve: every recipe it runs loads
+        from sentcl.training.adapt import recipe
+        from sentcl.training.recipe import recipe_from_dict
+        from sentcl_reproduction.judgement_curve import Curve, request_for
+
+        curve = Curve.load(path)
+        for size in curve.sizes:
+            for negatives in curve.negatives:
+                request = request_for(curve, size, negatives, curve.seeds[0], Path("runs/x"))
+                request.pooler = "avg"
+                recipe_from_dict(recipe(request, 256, Path("cache/scifact-x/fit-1")))
+        return
     if path.name in ("study.yaml", "study_cpu.yaml"):  # a domain study's plan: every recipe it runs must load
         from sentcl.training.adapt import AdaptRequest, recipe
         from sentcl.training.recipe import recipe_from_dict

@@ -228,8 +228,16 @@ def test_encode_index_and_serve_default_to_auto_the_fastest_path_measured_here(
     auto_precision._say.cache_clear()
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(SENTENCES) + "\n")
+    argv = ["encode", str(tiny_model_dir), str(corpus), "--out", str(tmp_path / "e.npy"), "--overwrite"]
     with caplog.at_level("INFO", logger="sentcl.model.auto_precision"):
-        assert main(["encode", str(tiny_model_dir), str(corpus), "--out", str(tmp_path / "e.npy")]) == 0
+        assert main(argv) == 0  # a small input, no record: fp32 without measuring
+        assert "precision auto: fp32 for 12 texts, not measured" in caplog.text
+        caplog.clear()
+        assert main([*argv, "--measure-precision"]) == 0  # measured now, whatever the size
+        assert f"precision auto: {chosen}, the" in caplog.text
+        caplog.clear()
+        auto_precision._say.cache_clear()
+        assert main(argv) == 0  # then the record, even for a small input
     assert f"precision auto: {chosen}" in caplog.text
     parser = build_parser()
     for command in (["index", "m", "c", "--out", "o"], ["serve", "m"]):

@@ -126,11 +126,11 @@ PATHS = ("fp32", "bf16", "int8")
 
 
 def load_record(
-    key: str, model: str | None = None, hardware: Hardware | None = None, warn: bool = True
+    key: str, model: str | None = None, hardware: Hardware | None = None, warn: str = "measuring again"
 ) -> AutoRecord | None:
     """This model's record on this machine, or None: none yet, or one that does not hold up (its schema, its
-    own consistency, this machine, the int8 gate's record), said in one WARNING naming the file (unless
-    ``warn`` is false: said already) — it is then measured again and rewritten."""
+    own consistency, this machine, the int8 gate's record), said in one WARNING naming the file and ending
+    with ``warn`` (what happens instead; empty: said already)."""
     path = record_path(key)
     record = int8_gate.read_record(path, AutoRecord, key, "auto-precision record")
     if record is None:
@@ -138,7 +138,7 @@ def load_record(
     problem = record_problem(record, model, hardware)
     if problem:
         if warn:
-            logger.warning("%s: %s; measuring again", path, problem)
+            logger.warning("%s: %s; %s", path, problem, warn)
         return None
     return record
 
@@ -262,8 +262,11 @@ def choose_on_cpu(
     texts the caller will encode; below ``MEASURE_FROM`` with no record yet, fp32 without measuring (record
     None): the measurement would cost more than the fastest path saves on them."""
     key, model = record_key(encoder, hardware)
-    record = load_record(key, model, hardware)
-    if record is None and texts is not None and texts < MEASURE_FROM:
+    small = texts is not None and texts < MEASURE_FROM
+    record = load_record(
+        key, model, hardware, warn="not used; fp32 for this input" if small else "measuring again"
+    )
+    if record is None and small:
         _say(
             f"fp32 for {texts:,} texts, not measured: below {MEASURE_FROM:,} texts measuring the fastest "
             f"path (STS-B dev in each precision, then a timing) costs more than it saves; a larger input "
@@ -277,7 +280,7 @@ def choose_on_cpu(
 
 
 def _measured(encoder, hardware: Hardware, data_dir, key: str, model) -> tuple:
-    record = load_record(key, model, hardware, warn=False)  # written by a process this one waited for
+    record = load_record(key, model, hardware, warn="")  # written by a process this one waited for
     int8_model = None
     if record is None:
         candidates: dict[str, Callable[[], object]] = {"fp32": lambda: encoder.with_dtype("fp32")}

@@ -193,6 +193,12 @@ def test_an_interrupted_adapt_resumes_to_the_same_model(tmp_path, tiny_model_dir
     b = SentenceEncoder.load(str(tmp_path / "half" / "model")).state_dict()
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
+    def losses(run):  # the loss lines: the last one averages steps 1-4 in both, not only the resumed ones
+        lines = [json.loads(x) for x in (tmp_path / run / "metrics.jsonl").read_text().splitlines()]
+        return [(x["step"], x["loss"], x["tokens"]) for x in lines if "loss" in x]
+
+    assert losses("half") == losses("straight") and losses("half")
+
 
 def test_the_starts_choice_metric_is_measured_once_per_model_and_task(
     tmp_path, tiny_model_dir, domain, monkeypatch

@@ -70,6 +70,10 @@ class LoopState:
     #: the processes the run trains in (torchrun's world): its data order and per-rank batches depend on it;
     #: None in checkpoints of earlier versions
     world_size: int | None = None
+    #: the loss terms, tokens and seconds of the steps since the last log line (training/steps.py's
+    #: LossWindow), so the first line after a resume averages the same steps as an uninterrupted run's;
+    #: None in checkpoints of earlier versions and at a log line
+    window: dict | None = None
 
 
 def sha256_of(path: Path) -> str:

@@ -180,7 +180,9 @@ def run_steps(loop, steps: Steps, context, device: torch.device, output_dir: Pat
     amp = autocast_context(steps.autocast, device)
 
     # the loop
-    window = LossWindow()  # its clock starts here: a log line's seconds count training, not evaluation
+    # its clock starts here: a log line's seconds count training, not evaluation; a resumed run continues the
+    # window its checkpoint was saved in
+    window = LossWindow(state.window)
     try:
         while state.step < plan.total_steps:
             epoch_order_state = order.generator.get_state()  # what a checkpoint of this epoch resumes from
@@ -207,6 +209,7 @@ def run_steps(loop, steps: Steps, context, device: torch.device, output_dir: Pat
                         last = evaluation(state.step)
                     distributed.barrier(context)
                 if context.is_main and loop.checkpoint_steps and state.step % loop.checkpoint_steps == 0:
+                    state.window = window.snapshot()
                     save_checkpoint(
                         output_dir / "checkpoint", trained, optimizer, scheduler, state, epoch_order_state
                     )
@@ -302,10 +305,18 @@ class LossWindow:
     """The loss terms of the steps since the last log line (means over ranks), the real tokens this rank
     saw and the time they took."""
 
-    def __init__(self) -> None:
-        self.terms: list[dict[str, float]] = []
-        self.tokens = 0
-        self.started = time.perf_counter()
+    def __init__(self, saved: dict | None = None) -> None:
+        saved = saved or {}
+        self.terms: list[dict[str, float]] = list(saved.get("terms", []))
+        self.tokens = int(saved.get("tokens", 0))
+        self.started = time.perf_counter() - float(saved.get("seconds", 0.0))
+
+    def snapshot(self) -> dict | None:
+        """What a checkpoint keeps of the window (None when it is empty: the step was a log line's)."""
+        if not self.terms:
+            return None
+        seconds = time.perf_counter() - self.started
+        return {"terms": list(self.terms), "tokens": self.tokens, "seconds": seconds}
 
     def add(self, output, batch, context) -> None:
         terms = {k: v.item() for k, v in output.terms.items()} | {"loss": output.loss.item()}

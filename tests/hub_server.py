@@ -32,10 +32,15 @@ class FakeHub:
         corrupt: set[str] = frozenset(),
         git: set[str] = frozenset(),
         port: int = 0,
+        stall_on: str | None = None,
     ):
         """``files``: ``"owner/name/file"`` → content (dataset repositories); those in ``git`` are announced
-        as the hub announces files kept in git rather than LFS (ETag: git's blob sha1)."""
+        as the hub announces files kept in git rather than LFS (ETag: git's blob sha1). A request whose path
+        ends with ``stall_on`` is taken and never answered until the server stops (a hub that answers some
+        requests, then hangs)."""
         self.files = files
+        self.stall_on = stall_on
+        self.stopped = threading.Event()
         self.corrupt = set(corrupt)
         self.git = set(git)
         self.requests: list[tuple[str, str]] = []
@@ -47,6 +52,9 @@ class FakeHub:
 
             def _answer(self, body: bool) -> None:
                 hub.requests.append((self.command, self.path))
+                if hub.stall_on is not None and self.path.split("?")[0].endswith(hub.stall_on):
+                    hub.stopped.wait()  # silent until the server stops
+                    return
                 parts = self.path.split("?")[0].strip("/").split("/")
                 # datasets / owner / name / resolve / revision / file…; a model: owner / name / resolve / …
                 if parts[0] != "datasets":
@@ -85,6 +93,7 @@ class FakeHub:
         return self
 
     def __exit__(self, *exc) -> None:
+        self.stopped.set()
         self.server.shutdown()
         self.server.server_close()
 

@@ -4,6 +4,7 @@ sentcl's cache, the hash check, a corrupt download refused and nothing of it lef
 from __future__ import annotations
 
 import hashlib
+import time
 
 import pytest
 
@@ -172,3 +173,33 @@ def test_a_bad_hub_timeout_is_one_line_before_any_wait(monkeypatch, online_hub, 
         with pytest.raises(HubFileError, match=rf"SENTCL_HUB_TIMEOUT={value!r} is not a") as refused:
             load_encoder("owner/model")
     assert "\n" not in str(refused.value)
+
+
+def test_a_hub_that_answers_then_hangs_is_one_line_within_the_timeout(tmp_path):
+    """Issue 70 item 4: the hub answered sentcl's first requests (404 on modules.json), then stayed silent,
+    and transformers' loader waited minutes whatever SENTCL_HUB_TIMEOUT said. A user's command, with
+    HF_ENDPOINT set before it starts."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "in.txt").write_text("a sentence\n")
+    code = "import sys; from sentcl.cli.main import main; sys.exit(main(sys.argv[1:]))"
+    with FakeHub({}, stall_on="/config.json") as hub:  # modules.json: 404; transformers' config: silence
+        env = os.environ | {"HF_ENDPOINT": hub.endpoint, "HF_HUB_OFFLINE": "0", "TRANSFORMERS_OFFLINE": "0",
+                            "SENTCL_HUB_TIMEOUT": "2", "SENTCL_CACHE": str(tmp_path / "cache"),
+                            "HF_HOME": str(tmp_path / "hf")}  # fmt: skip
+        started = time.monotonic()
+        done = subprocess.run(
+            [sys.executable, "-c", code, "encode", "owner/model", str(tmp_path / "in.txt"),
+             "--out", str(tmp_path / "out.npy")],
+            env=env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        waited = time.monotonic() - started
+    assert any(path.endswith("/modules.json") for _, path in hub.requests)  # answered: 404
+    assert done.returncode != 0 and not (tmp_path / "out.npy").exists()
+    errors = [line for line in done.stderr.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "config.json: the server at" in errors[0] and hub.endpoint in errors[0]
+    assert "did not answer in 2 s (SENTCL_HUB_TIMEOUT)" in errors[0]
+    assert waited < 30, waited  # each silence ends at the timeout; no retries of a silent server

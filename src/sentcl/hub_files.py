@@ -9,12 +9,16 @@ read at each call, not once at import.
 
 A server that takes the connection and never answers is waited for ``$SENTCL_HUB_TIMEOUT`` seconds (default
 30) before anything is downloaded: then one HubTimeoutError says so (or the cached copy is used, with a
-warning), instead of huggingface_hub's retries (measured: 396 s of silence). Online, each download is said
-at INFO before it starts ("downloading X from ENDPOINT"), and huggingface_hub shows its progress.
+warning), instead of huggingface_hub's retries (measured: 396 s of silence). Every later request of the
+process through huggingface_hub — sentcl's, transformers', sentence-transformers' — is bounded the same way
+(:func:`bound_hub_waits`): a server silent for that long ends the command with one HubTimeoutError, not
+retried. Online, each download is said at INFO before it starts ("downloading X from ENDPOINT"), and
+huggingface_hub shows its progress.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -58,6 +62,97 @@ def hub_timeout() -> float:
     return seconds
 
 
+_bounded_with: float | None = None
+_bound_lock = threading.Lock()
+
+
+def bound_hub_waits() -> None:
+    """Make huggingface_hub's shared HTTP client (every hub request of the process, whoever makes it) give up
+    on a server silent for ``$SENTCL_HUB_TIMEOUT`` seconds: connecting, waiting for an answer or for the
+    next bytes of a download. The silence is one :class:`HubTimeoutError`, which huggingface_hub does not
+    retry (its own retries of a timeout wait up to five times as long, with pauses between). Idempotent;
+    nothing to do offline."""
+    global _bounded_with
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return
+    seconds = hub_timeout()
+    with _bound_lock:
+        if _bounded_with == seconds:
+            return
+        import httpx2
+        from huggingface_hub.utils import _http
+
+        def client() -> httpx2.Client:
+            made = _http.default_client_factory()
+            made._transport = _BoundedTransport(made._transport, seconds)
+            made._mounts = {  # the proxies of HTTP(S)_PROXY, where set
+                pattern: None if mounted is None else _BoundedTransport(mounted, seconds)
+                for pattern, mounted in made._mounts.items()
+            }
+            return made
+
+        _http.set_client_factory(client)
+        _bounded_with = seconds
+
+
+class _BoundedTransport:
+    """An httpx transport that lets every wait of a request (connect, answer, each read of the body) last
+    ``seconds`` at most, whatever timeout the caller asked for, and turns a timeout into HubTimeoutError."""
+
+    def __init__(self, inner, seconds: float):
+        self.inner, self.seconds = inner, seconds
+
+    def handle_request(self, request):
+        request.extensions["timeout"] = dict.fromkeys(("connect", "read", "write", "pool"), self.seconds)
+        try:
+            response = self.inner.handle_request(request)
+        except Exception as exc:
+            raise (self.silence(request) if _timed_out(exc) else exc) from None
+        response.stream = _bounded_stream()(response.stream, self, request)
+        return response
+
+    def silence(self, request) -> HubTimeoutError:
+        where = f"{request.url.scheme}://{request.url.netloc.decode()}"
+        said = f"did not answer in {self.seconds:g} s (SENTCL_HUB_TIMEOUT)"
+        return HubTimeoutError(f"{request.url.path}: the server at {where} {said}")
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def __enter__(self):
+        self.inner.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.inner.__exit__(*exc)
+
+
+@functools.cache
+def _bounded_stream():
+    """httpx's body type (httpx checks a response's stream is one), made lazily: httpx is imported only
+    where the hub is reached."""
+    import httpx2
+
+    class BoundedStream(httpx2.SyncByteStream):
+        """A response body whose reads end in HubTimeoutError when the server falls silent."""
+
+        def __init__(self, inner, transport: _BoundedTransport, request):
+            self.inner, self.transport, self.request = inner, transport, request
+
+        def __iter__(self):
+            try:
+                yield from self.inner
+            except Exception as exc:
+                raise (self.transport.silence(self.request) if _timed_out(exc) else exc) from None
+
+        def close(self) -> None:
+            self.inner.close()
+
+    return BoundedStream
+
+
 def _answers(url: str, endpoint: str | None, seconds: float) -> bool:
     """Whether the server answers a HEAD of ``url`` (any answer, an error status included) within
     ``seconds``; the request runs in a daemon thread, so a silent server never holds the process. The
@@ -77,6 +172,16 @@ def _answers(url: str, endpoint: str | None, seconds: float) -> bool:
 
     threading.Thread(target=ask, daemon=True, name="sentcl-hub-probe").start()
     return answered.wait(seconds)
+
+
+def silence_in(exc: BaseException | None) -> HubTimeoutError | None:
+    """The HubTimeoutError ``exc`` was raised from, where another library (transformers) wrapped it."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, HubTimeoutError):
+            return exc
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
 
 
 def _timed_out(exc: BaseException | None) -> bool:
@@ -123,6 +228,7 @@ def _download(
     local_only, silence = bool(constants.HF_HUB_OFFLINE), ""
     if not local_only:
         seconds = hub_timeout()
+        bound_hub_waits()
         where = endpoint or constants.ENDPOINT
         url = hf_hub_url(repo, filename, repo_type=repo_type, revision=revision, endpoint=endpoint)
         if not _answers(url, endpoint, seconds):
@@ -143,6 +249,8 @@ def _download(
         ):
             return None
         raise _failed(repo, filename, exc, silence) from None
+    except HubTimeoutError:  # a silence after the probe's answer: said as a silence, not as a missing file
+        raise
     except Exception as exc:  # network, offline mode, 404, size mismatch: all one line for the caller
         raise _failed(repo, filename, exc, silence) from None
     verify(Path(path), f"{repo}/{filename}")

@@ -158,6 +158,8 @@ def environment_failure(exc: BaseException, command: str = "") -> str | None:
     seen: set[int] = set()
     while chain is not None and id(chain) not in seen:
         seen.add(id(chain))
+        if type(chain).__name__ == "HubTimeoutError":  # a silent hub under another library's wrapping
+            return str(chain)
         said = _DISK_FULL.search(str(chain))
         if (isinstance(chain, OSError) and chain.errno in (errno.ENOSPC, errno.EDQUOT)) or said:
             detail = _first_line(chain) if len(_first_line(chain)) <= 80 or said is None else said.group(0)

@@ -129,6 +129,9 @@ def resolve_model_path(name_or_path: str) -> str:
         raise ModelLoadError(
             f"{name_or_path}: no such folder (and not a hub id: {path.parent}/ is a folder here)"
         )
+    from sentcl.hub_files import bound_hub_waits
+
+    bound_hub_waits()  # transformers' requests for it end at $SENTCL_HUB_TIMEOUT of silence, in one line
     return name_or_path  # a hub id
 
 
@@ -165,6 +168,7 @@ def load_backbone(name_or_path: str, allow_pickle: bool = False) -> tuple[PreTra
             ignore_mismatched_sizes=True,  # in the loading info: check_loaded refuses them by name
         )
     except (OSError, ValueError, KeyError, RuntimeError, TypeError, SafetensorError) as exc:
+        said_silence(name_or_path, exc)
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if "trust_remote_code" in str(exc) or "custom code" in str(exc):
             raise ModelLoadError(
@@ -188,6 +192,15 @@ def load_backbone(name_or_path: str, allow_pickle: bool = False) -> tuple[PreTra
     return model, tokenizer
 
 
+def said_silence(name_or_path: str, exc: BaseException) -> None:
+    """A hub that fell silent (hub_files.bound_hub_waits) under transformers' wrapping: said as that."""
+    from sentcl.hub_files import silence_in
+
+    silent = silence_in(exc)
+    if silent is not None:
+        raise ModelLoadError(f"{name_or_path}: {silent}") from None
+
+
 #: config fields that are sizes: a value below 1 crashes the forward pass instead of loading
 POSITIVE_SIZES = (
     "hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size", "vocab_size",
@@ -202,6 +215,7 @@ def load_config(name_or_path: str, resolved: str):
     try:
         config = AutoConfig.from_pretrained(resolved, trust_remote_code=False)
     except Exception as exc:  # transformers and huggingface_hub raise many types here, none a crash of ours
+        said_silence(name_or_path, exc)
         text = " ".join(line.strip() for line in str(exc).strip().splitlines() if line.strip())
         if "trust_remote_code" in text or "custom code" in text:
             raise ModelLoadError(

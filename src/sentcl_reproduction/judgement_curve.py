@@ -28,8 +28,11 @@ import numpy as np
 
 from sentcl.analysis.plots import plot_learning_curve
 from sentcl.config import expand_path, load_yaml
+from sentcl.data.corpus import read_corpus
 from sentcl.evaluation.significance import Difference, MeanBootstrap
-from sentcl.training.adapt import AdaptRequest, adapt, report_run
+from sentcl.hardware import describe_machine
+from sentcl.training.adapt import AdaptRequest, adapt, report_run, report_scores
+from sentcl_reproduction.domain_student import TIMED_DOCUMENTS, documents_per_second, student
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +53,8 @@ class Curve:
     label_free_first: dict[str, Any]
     settings: dict[str, Any]
     source: Path
+    #: the static students' recipe (docs/students.md): one per seed, of the largest size's hard-negative run
+    student: str | None = None
 
     @classmethod
     def load(cls, path: str | Path) -> Curve:
@@ -59,7 +64,7 @@ class Curve:
         return cls(Path(raw["output_dir"]), Path(raw["report"]), str(raw["start"]), paths["corpus"],
                    paths["train"], paths["report_qrels"], sizes, [int(n) for n in raw["negatives"]],
                    [int(s) for s in raw["seeds"]], raw.get("label_free_first") or {}, raw.get("settings", {}),
-                   Path(path))  # fmt: skip
+                   Path(path), raw.get("student"))  # fmt: skip
 
 
 def row_name(size: int | str, negatives: int, first: str | None = None) -> str:
@@ -117,6 +122,10 @@ class Row:
     negatives: int
     reports: list[dict]
     seeds: list[int]
+    #: "student": a static student of the row ``teacher`` names (not a point of the curve)
+    kind: str = "run"
+    teacher: str | None = None
+    per_second: float | None = None  # documents/s encoding the domain's documents (students and the start)
 
     def values(self, key: str) -> list[float]:
         return [r["metrics"]["adapted"][f"{r['task']}_{key}"] for r in self.reports]
@@ -160,7 +169,8 @@ def write_report(curve: Curve, rows: list[Row], missing: list[str]) -> None:
     figure = plot_learning_curve(
         {
             label: [(fit_size(row), float(np.mean(row.values("ndcg@10"))), spread(row.values("ndcg@10")))
-                    for row in rows if row.negatives == negatives and not row.name.count("then")]
+                    for row in rows if row.negatives == negatives and "then" not in row.name
+                    and row.kind == "run"]
             for negatives, label in ((0, "in-batch negatives"), (1, "+ mined hard negatives"))
         },
         references, curve.report.parent / "images" / f"{curve.report.stem}.png", "labelled queries fitted on",
@@ -191,6 +201,13 @@ def write_report(curve: Curve, rows: list[Row], missing: list[str]) -> None:
                  over_seeds(row.values("hybrid_ndcg@10")), str(versus[1]), verdict(versus[1]), str(versus[2]),
                  verdict(versus[2])]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
+    for row in (r for r in rows if r.kind == "student"):
+        speed = row.reports[0]["speed"]
+        lines += ["", f"Documents/s encoding {speed['documents']} of the domain's documents on "
+                  f"{speed['machine']} (median of 3, --dtype {curve.settings.get('report_dtype', 'fp32')}): "
+                  f"the start "
+                  f"{speed['start']:,.1f}, the {row.name} {speed['student']:,.1f} "
+                  f"({speed['student'] / speed['start']:,.0f}×)."]  # fmt: skip
     lines += ["", *verdicts(rows, bootstrap)]
     curve.report.parent.mkdir(parents=True, exist_ok=True)
     curve.report.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -208,7 +225,7 @@ def spread(values: list[float]) -> float:
 def verdicts(rows: list[Row], bootstrap: MeanBootstrap) -> list[str]:
     """ "N judgements beat the start", "hard negatives help at N", "label-free first helps"."""
     lines = ["Verdicts (95 % paired bootstrap over the test queries and the seeds):", ""]
-    by = {(row.size, row.negatives, "then" in row.name): row for row in rows}
+    by = {(row.size, row.negatives, "then" in row.name): row for row in rows if row.kind == "run"}
     for (size, negatives, chained), row in by.items():
         if chained:
             plain = by.get((size, negatives, False))
@@ -226,6 +243,19 @@ def verdicts(rows: list[Row], bootstrap: MeanBootstrap) -> list[str]:
             h = bootstrap.compare(row.name, other.name)
             seeds = "" if row.seeds == other.seeds else f" (seeds {row.seeds} against {other.seeds})"
             lines.append(f"- hard negatives help at {size}: {h}, {verdict(h)}{seeds}")
+    return lines + student_verdicts(rows, bootstrap)
+
+
+def student_verdicts(rows: list[Row], bootstrap: MeanBootstrap) -> list[str]:
+    """A static student's hybrid against the start's dense search, at its speed."""
+    lines = []
+    for row in (r for r in rows if r.kind == "student"):
+        d = bootstrap.compare(f"{row.name} hybrid", "start")
+        teacher = bootstrap.compare(row.name, row.teacher) if row.teacher else None
+        lines.append(
+            f"- the {row.name}'s hybrid with BM25 reaches the start's dense search: {d}, {verdict(d)}; "
+            f"the student − its teacher: {teacher}, {verdict(teacher) if teacher else ''}"
+        )
     return lines
 
 
@@ -262,7 +292,62 @@ def main(argv: list[str] | None = None) -> int:
         if reports:
             rows.append(Row(row_name(size, negatives, first), size, negatives, reports, done))
         write_report(curve, rows, missing)
+    if curve.student:
+        train = [seed for seed in seeds if curve.sizes[-1] in sizes and not args.report_only]
+        rows += students(curve, rows, train, missing)
+        write_report(curve, rows, missing)
     return 0
+
+
+def speeds(curve: Curve, model: str, path: Path, dtype: str) -> dict:
+    """Documents/s of the student and of the start on this CPU (median of 3 over the domain's first
+    documents), measured once and kept beside the students (the report reads them back)."""
+    if path.is_file():
+        return json.loads(path.read_text(encoding="utf-8"))
+    documents = [row[0] for row in read_corpus(curve.corpus, "document").rows][:TIMED_DOCUMENTS]
+    measured = {"start": documents_per_second(curve.start, documents, dtype),
+                "student": documents_per_second(model, documents, dtype), "documents": len(documents),
+                "machine": describe_machine()}  # fmt: skip
+    path.write_text(json.dumps(measured, indent=2), encoding="utf-8")
+    return measured
+
+
+def students(curve: Curve, rows: list[Row], train: list[int], missing: list[str]) -> list[Row]:
+    """The static student of each seed's largest-size hard-negative model (distilled on the domain's
+    sentences by ``curve.student``, its checkpoint chosen as that recipe says), on the report judgements,
+    and documents/s of it and of the start on this CPU."""
+    teacher = next(
+        (r for r in rows if r.size == curve.sizes[-1] and r.negatives and "then" not in r.name), None
+    )
+    if teacher is None or curve.student is None:
+        return []
+    name = f"static student of {teacher.name}"
+    reports, seeds = [], []
+    dtype = str(curve.settings.get("report_dtype", "fp32"))
+    kept = curve.output_dir / f"student-of-{curve.sizes[-1]}-hard"
+    for seed in curve.seeds:
+        folder = kept / f"seed-{seed}"
+        if (folder / "summary.json").is_file():
+            model = str(folder / "model")
+        elif seed in train and seed in teacher.seeds:
+            model = student(
+                str(run_folder(curve, curve.sizes[-1], 1, seed) / "model"), seed, folder, curve.student
+            )
+        else:
+            missing.append(f"{name} seed {seed}")
+            continue
+        scores = report_scores(curve.report_qrels, model, None, dtype)
+        reports.append({"task": scores["task"], "metrics": {"adapted": scores["metrics"]},
+                        "per_query": {"adapted": scores["per_query"]},
+                        "measured_on": {"adapted": scores["measured_on"]}, "model": model})  # fmt: skip
+        seeds.append(seed)
+    if not reports:
+        return []
+    row = Row(name, curve.sizes[-1], 1, reports, seeds, kind="student", teacher=teacher.name)
+    row.reports[0]["judgements"] = teacher.reports[0].get("judgements", {})
+    row.reports[0]["speed"] = speeds(curve, reports[0]["model"], kept / "speed.json", dtype)
+    row.per_second = row.reports[0]["speed"]["student"]
+    return [row]
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ Prints a Markdown summary and exits 1 if any check failed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -735,6 +736,38 @@ def reliability_v(workdir: Path, model: Path, corpus: Path, recipe: Path, check)
         silent.close()
 
 
+@contextlib.contextmanager
+def answers_then_hangs():
+    """HF_ENDPOINT at a server that answers 404 to every request but config.json's, which it takes and
+    never answers (the hub of issue 70 item 4)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    stop = threading.Event()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_HEAD(self):
+            if self.path.split("?")[0].endswith("/config.json"):
+                stop.wait()
+                return
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_GET = do_HEAD
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        stop.set()
+        server.shutdown()
+        server.server_close()
+
+
 def reliability_vi(workdir: Path, model: Path, corpus: Path, recipe: Path, cases: list, check) -> None:
     """Reliability VI (issue 70): documents indexed as lines, a static table of special rows only, PQ
     options that cannot apply, a bad hub timeout, --overwrite inside model/, an auto-precision record that
@@ -774,6 +807,13 @@ def reliability_vi(workdir: Path, model: Path, corpus: Path, recipe: Path, cases
     hub_argv = ["encode", "owner/model", str(corpus), "--out", str(hub_out)]
     says = "SENTCL_HUB_TIMEOUT='abc' is not a number"
     check("encode: a hub id with SENTCL_HUB_TIMEOUT=abc", hub_argv, says, absent=hub_out, env=bad_timeout)
+    with answers_then_hangs() as endpoint:  # 404 on modules.json, then silence on transformers' config.json
+        hanging = {"HF_HUB_OFFLINE": "0", "SENTCL_HUB_TIMEOUT": "3", "HF_ENDPOINT": endpoint,
+                   "HF_HOME": str(here / "hf"), "SENTCL_CACHE": str(here / "hub-cache")}  # fmt: skip
+        started = time.monotonic()
+        check("encode: a hub that answers, then hangs (SENTCL_HUB_TIMEOUT=3)", hub_argv,
+              "did not answer in 3 s (SENTCL_HUB_TIMEOUT)", absent=hub_out, env=hanging)  # fmt: skip
+        cases[-1]["seconds"] = round(time.monotonic() - started, 1)
     run = here / "run"
     argv = ["-q", "train", str(recipe), "training.max_steps=2", "training.eval_steps=0",
             "training.checkpoint_steps=0", "--output", str(run)]  # fmt: skip

@@ -15,7 +15,7 @@ the same calls on both and compares):
 * ``convert_to_tensor`` gives one tensor, ``convert_to_numpy`` (default) one array, neither a list of tensors;
 * ``device`` runs the model there; a list of devices (``["cpu", "cpu"]``, ``["cuda:0", "cuda:1"]``) encodes in
   one worker process per entry, as does ``pool`` (``start_multi_process_pool`` / ``stop_multi_process_pool``),
-  on the engine of ``sentcl encode --device cpu,cpu`` (model/parallel.py); ``chunk_size`` as theirs;
+  on the engine of ``sentcl encode --device cpu,cpu`` (encode_pool.py); ``chunk_size`` as theirs;
 * a model in float16 (``half()``) gives float16 vectors, one in bfloat16 (``bfloat16()``) float32 arrays and
   bfloat16 tensors, as theirs; ``batch_size``, ``show_progress_bar`` as theirs;
 * ``similarity`` / ``similarity_pairwise`` take embeddings (sentcl also takes texts) and use
@@ -272,7 +272,7 @@ class SentenceTransformersContract:
     def start_multi_process_pool(self, target_devices: Sequence[str] | None = None):
         """Worker processes, one per device (default: 4 CPU processes, as theirs), each holding this model;
         ``encode(texts, pool=pool)`` uses them, ``stop_multi_process_pool(pool)`` ends them."""
-        from sentcl.model.parallel import EncodePool
+        from sentcl.encode_pool import EncodePool
 
         if target_devices is None:
             count = torch.cuda.device_count() if torch.cuda.is_available() else 0

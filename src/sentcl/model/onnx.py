@@ -224,13 +224,13 @@ class OnnxEncoder(PromptRoles, SentenceTransformersContract):
         return loaded
 
     def _pool_payload(self):
-        """A session cannot be pickled: a worker process loads the folder."""
+        """A session cannot be pickled: a worker process loads the folder (this loader and its folder)."""
         if self.folder is None or not Path(self.folder).is_dir():
             raise ConfigError(
                 f"{self.source}: an ONNX model made in memory has no folder for worker processes to load; "
                 f"export it (sentcl export --onnx) and load that folder"
             )
-        return self.folder
+        return (type(self).load, str(self.folder))
 
     def _place(self, device) -> None:
         if str(device) not in ("cpu", "auto"):

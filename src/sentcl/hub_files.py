@@ -86,9 +86,10 @@ def bound_hub_waits() -> None:
 
         def client() -> httpx2.Client:
             made = _http.default_client_factory()
-            made._transport = _BoundedTransport(made._transport, seconds)
+            bounded = _bounded_transport()
+            made._transport = bounded(made._transport, seconds)
             made._mounts = {  # the proxies of HTTP(S)_PROXY, where set
-                pattern: None if mounted is None else _BoundedTransport(mounted, seconds)
+                pattern: None if mounted is None else bounded(mounted, seconds)
                 for pattern, mounted in made._mounts.items()
             }
             return made
@@ -97,48 +98,38 @@ def bound_hub_waits() -> None:
         _bounded_with = seconds
 
 
-class _BoundedTransport:
-    """An httpx transport that lets every wait of a request (connect, answer, each read of the body) last
-    ``seconds`` at most, whatever timeout the caller asked for, and turns a timeout into HubTimeoutError."""
-
-    def __init__(self, inner, seconds: float):
-        self.inner, self.seconds = inner, seconds
-
-    def handle_request(self, request):
-        request.extensions["timeout"] = dict.fromkeys(("connect", "read", "write", "pool"), self.seconds)
-        try:
-            response = self.inner.handle_request(request)
-        except Exception as exc:
-            raise (self.silence(request) if _timed_out(exc) else exc) from None
-        response.stream = _bounded_stream()(response.stream, self, request)
-        return response
-
-    def silence(self, request) -> HubTimeoutError:
-        where = f"{request.url.scheme}://{request.url.netloc.decode()}"
-        said = f"did not answer in {self.seconds:g} s (SENTCL_HUB_TIMEOUT)"
-        return HubTimeoutError(f"{request.url.path}: the server at {where} {said}")
-
-    def close(self) -> None:
-        self.inner.close()
-
-    def __enter__(self):
-        self.inner.__enter__()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.inner.__exit__(*exc)
-
-
 @functools.cache
-def _bounded_stream():
-    """httpx's body type (httpx checks a response's stream is one), made lazily: httpx is imported only
-    where the hub is reached."""
+def _bounded_transport():
+    """An httpx transport that lets every wait of a request (connect, answer, each read of the body) last
+    ``seconds`` at most, whatever timeout the caller asked for, and turns a timeout into HubTimeoutError;
+    its responses' bodies do the same. Made lazily: httpx is imported only where the hub is reached."""
     import httpx2
+
+    class BoundedTransport(httpx2.BaseTransport):
+        def __init__(self, inner: httpx2.BaseTransport, seconds: float):
+            self.inner, self.seconds = inner, seconds
+
+        def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+            request.extensions["timeout"] = dict.fromkeys(("connect", "read", "write", "pool"), self.seconds)
+            try:
+                response = self.inner.handle_request(request)
+            except Exception as exc:
+                raise (self.silence(request) if _timed_out(exc) else exc) from None
+            response.stream = BoundedStream(response.stream, self, request)
+            return response
+
+        def silence(self, request: httpx2.Request) -> HubTimeoutError:
+            where = f"{request.url.scheme}://{request.url.netloc.decode()}"
+            said = f"did not answer in {self.seconds:g} s (SENTCL_HUB_TIMEOUT)"
+            return HubTimeoutError(f"{request.url.path}: the server at {where} {said}")
+
+        def close(self) -> None:
+            self.inner.close()
 
     class BoundedStream(httpx2.SyncByteStream):
         """A response body whose reads end in HubTimeoutError when the server falls silent."""
 
-        def __init__(self, inner, transport: _BoundedTransport, request):
+        def __init__(self, inner, transport: BoundedTransport, request: httpx2.Request):
             self.inner, self.transport, self.request = inner, transport, request
 
         def __iter__(self):
@@ -150,7 +141,7 @@ def _bounded_stream():
         def close(self) -> None:
             self.inner.close()
 
-    return BoundedStream
+    return BoundedTransport
 
 
 def _answers(url: str, endpoint: str | None, seconds: float) -> bool:

@@ -3,6 +3,10 @@
 data, adding SimCSE's auxiliary MLM term when the recipe asks for it (``objective.mlm_weight > 0``) and the
 objective is not a masked-LM objective with its own (see base.py for the contract)."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from sentcl.objectives.align_uniform import AlignUniform, AlignUniformConfig
 from sentcl.objectives.angle import AnglE, AnglEConfig
 from sentcl.objectives.base import ContrastiveObjective, Objective, ObjectiveConfig, ObjectiveOutput
@@ -24,6 +28,9 @@ from sentcl.objectives.simcse import SimCSE, SimCSEConfig, info_nce_loss
 from sentcl.objectives.tacl import TaCL, TaCLConfig
 from sentcl.objectives.tsdae import TSDAE, TSDAEConfig
 from sentcl.objectives.vascl import VaSCL, VaSCLConfig
+
+if TYPE_CHECKING:
+    from sentcl.model import TrainableEncoder
 
 REGISTRY: dict[str, tuple[type[Objective], type[ObjectiveConfig]]] = {
     "simcse": (SimCSE, SimCSEConfig),
@@ -89,7 +96,9 @@ SelfGuided, SGConfig = SGOPT, SGOPTConfig
 DebiasedInfoNCE, DebiasedConfig = DebiasedSimCSE, DebiasedSimCSEConfig
 
 
-def build_objective(name: str, config: ObjectiveConfig, encoder, data=None) -> Objective:
+def build_objective(
+    name: str, config: ObjectiveConfig, encoder: TrainableEncoder | None, data: Any = None
+) -> Objective:
     """``REGISTRY[name]`` built on ``encoder`` (and ``data``, the training dataset, for objectives whose
     tables come from it: EASE's entities)."""
     objective_class, _ = REGISTRY[name]

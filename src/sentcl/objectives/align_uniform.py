@@ -13,6 +13,7 @@ process's batch (under torch.distributed each rank contributes its own term, the
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
@@ -20,6 +21,10 @@ import torch.nn.functional as F
 from sentcl.config import ConfigError
 from sentcl.objectives.base import ContrastiveConfig, ContrastiveObjective, ObjectiveOutput
 from sentcl.objectives.simcse import SimCSE, SimCSEConfig
+
+if TYPE_CHECKING:
+    from sentcl.data.collate import Batch
+    from sentcl.model import TrainableEncoder
 
 
 @dataclass
@@ -41,7 +46,8 @@ class AlignUniformConfig(ContrastiveConfig):
 
 
 def align_loss(x: torch.Tensor, y: torch.Tensor, alpha: float = 2.0) -> torch.Tensor:
-    return (x - y).norm(dim=1).pow(alpha).mean()
+    loss: torch.Tensor = (x - y).norm(dim=1).pow(alpha).mean()
+    return loss
 
 
 def uniform_loss(x: torch.Tensor, t: float = 2.0) -> torch.Tensor:
@@ -56,12 +62,17 @@ class AlignUniform(ContrastiveObjective):
         "Uniformity on the Hypersphere, ICML 2020"
     )
 
-    def __init__(self, config: AlignUniformConfig | None = None, encoder=None, data=None):
+    def __init__(
+        self,
+        config: AlignUniformConfig | None = None,
+        encoder: TrainableEncoder | None = None,
+        data: Any = None,
+    ):
         super().__init__(config or AlignUniformConfig(), encoder)
         c = self.config
         self.info_nce = SimCSE(SimCSEConfig(temperature=c.temperature)) if c.info_nce_weight > 0 else None
 
-    def loss_from_embeddings(self, embeddings: torch.Tensor, batch=None) -> ObjectiveOutput:
+    def loss_from_embeddings(self, embeddings: torch.Tensor, batch: Batch | None = None) -> ObjectiveOutput:
         c = self.config
         if embeddings.shape[1] != 2 or embeddings.shape[0] < 2:
             raise ValueError("alignment/uniformity needs 2 views and at least 2 examples")

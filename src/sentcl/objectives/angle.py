@@ -24,6 +24,7 @@ docs/methods/angle.md). Equal to sentence-transformers' ``AnglELoss`` (the angle
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
@@ -32,6 +33,10 @@ from sentcl.config import ConfigError
 from sentcl.objectives.base import ContrastiveConfig, ContrastiveObjective, ObjectiveOutput
 from sentcl.objectives.cosent import cosent_loss, label_values, labelled_pairs
 from sentcl.objectives.simcse import info_nce_loss
+
+if TYPE_CHECKING:
+    from sentcl.data.collate import Batch
+    from sentcl.model import TrainableEncoder
 
 
 @dataclass
@@ -68,7 +73,8 @@ def angle_scores(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
     real = ((a * c + b * d).sum(-1)) / denominator
     imaginary = ((b * c - a * d).sum(-1)) / denominator
     ratio = left.float().norm(dim=-1) / right.float().norm(dim=-1)
-    return ((real + imaginary) / ratio).abs()
+    difference: torch.Tensor = ((real + imaginary) / ratio).abs()
+    return difference
 
 
 class AnglE(ContrastiveObjective):
@@ -77,11 +83,13 @@ class AnglE(ContrastiveObjective):
     config: AnglEConfig
     paper = "Li & Li, AnglE-optimized Text Embeddings, ACL 2024"
 
-    def __init__(self, config: AnglEConfig | None = None, encoder=None, data=None):
+    def __init__(
+        self, config: AnglEConfig | None = None, encoder: TrainableEncoder | None = None, data: Any = None
+    ):
         super().__init__(config or AnglEConfig(), encoder)
         self.values = label_values(data, "data") if data is not None else None
 
-    def loss_from_embeddings(self, embeddings: torch.Tensor, batch=None) -> ObjectiveOutput:
+    def loss_from_embeddings(self, embeddings: torch.Tensor, batch: Batch | None = None) -> ObjectiveOutput:
         c = self.config
         left, right, labels = labelled_pairs(embeddings, batch, self.values, "AnglE")
         terms: dict[str, torch.Tensor] = {}

@@ -23,17 +23,20 @@ pass and sets its own default.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import nn
 
 from sentcl.config import ConfigError
 from sentcl.objectives.matryoshka import matryoshka_loss
-from sentcl.objectives.output import ObjectiveOutput
+from sentcl.objectives.output import (
+    ObjectiveOutput as ObjectiveOutput,  # re-exported: objectives import it from here
+)
 from sentcl.objectives.similarity import full
 
 if TYPE_CHECKING:
+    from sentcl.data.collate import Batch
     from sentcl.model import TrainableEncoder
 
 
@@ -97,7 +100,7 @@ class Objective(nn.Module):
     config: ObjectiveConfig
     encoder: TrainableEncoder | None  # what an objective may call on it: model/trainable.py
 
-    def __init__(self, config: ObjectiveConfig, encoder: TrainableEncoder | None = None, data=None):
+    def __init__(self, config: ObjectiveConfig, encoder: TrainableEncoder | None = None, data: Any = None):
         """``data``: the training dataset, for objectives whose tables come from it (EASE's entities);
         the others leave it."""
         super().__init__()
@@ -111,7 +114,7 @@ class Objective(nn.Module):
         """Why this objective (as configured) cannot train embedding prefixes, or None when it can."""
         return self.matryoshka_refusal
 
-    def forward(self, batch) -> ObjectiveOutput:  # pragma: no cover - interface
+    def forward(self, batch: Batch) -> ObjectiveOutput:  # pragma: no cover - interface
         raise NotImplementedError
 
     def require_encoder(self) -> TrainableEncoder:
@@ -157,10 +160,10 @@ class ContrastiveObjective(Objective):
     matryoshka_refusal: ClassVar[str | None] = None  # a loss on embeddings takes prefixes unless it says
     config: ContrastiveConfig
 
-    def forward(self, batch) -> ObjectiveOutput:
+    def forward(self, batch: Batch) -> ObjectiveOutput:
         return self.embedding_loss(self.require_encoder().embed(batch), batch)
 
-    def embedding_loss(self, embeddings: torch.Tensor, batch=None) -> ObjectiveOutput:
+    def embedding_loss(self, embeddings: torch.Tensor, batch: Batch | None = None) -> ObjectiveOutput:
         """``loss_from_embeddings`` on the full embeddings, or wrapped by Matryoshka over the prefixes of
         ``matryoshka_dims`` (objectives/matryoshka.py)."""
         embeddings = full(embeddings)  # the loss in fp32 at least (an MLP head under autocast gives bf16)
@@ -172,5 +175,5 @@ class ContrastiveObjective(Objective):
             self.config.matryoshka_weights,
         )  # fmt: skip
 
-    def loss_from_embeddings(self, embeddings: torch.Tensor, batch=None) -> ObjectiveOutput:
+    def loss_from_embeddings(self, embeddings: torch.Tensor, batch: Batch | None = None) -> ObjectiveOutput:
         raise NotImplementedError  # pragma: no cover - interface

@@ -31,7 +31,7 @@ same λ, default 1).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import torch
 import torch.nn.functional as F
@@ -43,6 +43,9 @@ from sentcl.model import SentenceEncoder
 from sentcl.objectives.base import ContrastiveConfig, ObjectiveOutput
 from sentcl.objectives.masked_lm import MaskedLMObjective, mlm_term
 from sentcl.objectives.similarity import full
+
+if TYPE_CHECKING:
+    from sentcl.data.collate import Batch
 
 
 @dataclass
@@ -59,7 +62,9 @@ class CLINEConfig(ContrastiveConfig):
             raise ConfigError(f"rtd_weight: must be ≥ 0, got {self.rtd_weight}")
 
 
-def cline_contrast(anchor, synonym, antonym, similarity: str, temperature: float) -> torch.Tensor:
+def cline_contrast(
+    anchor: torch.Tensor, synonym: torch.Tensor, antonym: torch.Tensor, similarity: str, temperature: float
+) -> torch.Tensor:
     """−log e^{s(x, syn)} / (e^{s(x, syn)} + e^{s(x, ant)}) averaged over the batch; [B, D] each, in fp32."""
     anchor, synonym, antonym = full(anchor), full(synonym), full(antonym)
     if similarity == "dot":
@@ -70,7 +75,7 @@ def cline_contrast(anchor, synonym, antonym, similarity: str, temperature: float
     return F.cross_entropy(scores, torch.zeros(len(anchor), dtype=torch.long, device=anchor.device))
 
 
-def reference_contrast(anchor, synonym, antonym) -> torch.Tensor:
+def reference_contrast(anchor: torch.Tensor, synonym: torch.Tensor, antonym: torch.Tensor) -> torch.Tensor:
     """The authors' sentence term: BCE of σ(mean(x ⊙ x_syn)) against 1 and σ(mean(x ⊙ x_ant)) against 0."""
     anchor, synonym, antonym = full(anchor), full(synonym), full(antonym)
     scores = torch.cat([(anchor * synonym).mean(-1), (anchor * antonym).mean(-1)])
@@ -85,7 +90,9 @@ class CLINE(MaskedLMObjective):
         "Language Understanding, ACL 2021"
     )
 
-    def __init__(self, config: CLINEConfig | None = None, encoder: SentenceEncoder | None = None, data=None):
+    def __init__(
+        self, config: CLINEConfig | None = None, encoder: SentenceEncoder | None = None, data: Any = None
+    ):
         super().__init__(config or CLINEConfig(), encoder)
         if data is not None and not isinstance(data, WordNetViewsDataset):
             raise ConfigError("data.augment: CLINE trains on WordNet views; set it to wordnet")
@@ -100,7 +107,7 @@ class CLINE(MaskedLMObjective):
             self.detector = nn.Linear(dimension, 1)
         self.head = self.require_encoder().masked_lm_head() if self.config.mlm_weight > 0 else None
 
-    def forward(self, batch) -> ObjectiveOutput:
+    def forward(self, batch: Batch) -> ObjectiveOutput:
         if batch.token_labels is None or batch.input_ids.shape[1] != 3:
             raise ValueError("CLINE needs (x, x_syn, x_ant) views with token labels (data.augment: wordnet)")
         c = self.config
@@ -124,7 +131,7 @@ class CLINE(MaskedLMObjective):
         weights = {"contrast": 1.0, "rtd": c.rtd_weight}
         if self.head is not None:
             x, x_mask = batch.input_ids[:, 0], batch.attention_mask[:, 0]  # on x alone
-            parts["mlm"] = mlm_term(self.encoder, self.head, x, x_mask, c.mlm_probability)
+            parts["mlm"] = mlm_term(self.require_encoder(), self.head, x, x_mask, c.mlm_probability)
             weights["mlm"] = c.mlm_weight
         terms = {name: part.detach() for name, part in parts.items()}
         if c.variant == "reference":  # the order of LecbertForPreTraining's log_vars: mlm, token, sentence

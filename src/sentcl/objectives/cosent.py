@@ -20,11 +20,16 @@ Equal to sentence-transformers' ``CoSENTLoss`` on the same embeddings and labels
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from sentcl.config import ConfigError
 from sentcl.objectives.base import ContrastiveConfig, ContrastiveObjective, ObjectiveOutput
+
+if TYPE_CHECKING:
+    from sentcl.data.collate import Batch
+    from sentcl.model import TrainableEncoder
 
 
 @dataclass
@@ -47,7 +52,7 @@ def cosent_loss(scores: torch.Tensor, labels: torch.Tensor, scale: float = 20.0)
     return torch.logsumexp(torch.cat([terms.new_zeros(1), terms]), dim=0)
 
 
-def label_values(data, where: str) -> torch.Tensor | None:
+def label_values(data: Any, where: str) -> torch.Tensor | None:
     """The dataset's label column as numbers (one per label id), None without one; a label that is not a
     number is one ConfigError naming the data."""
     names = getattr(data, "label_names", None) or []
@@ -71,7 +76,9 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def labelled_pairs(embeddings: torch.Tensor, batch, values: torch.Tensor | None, name: str):
+def labelled_pairs(
+    embeddings: torch.Tensor, batch: Batch | None, values: torch.Tensor | None, name: str
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(left [N, D], right [N, D], labels [N]) from the batch: a labelled pair per row (two views and a
     label), or from NLI triplets the (anchor, entailment) pairs labelled 1 and the (anchor, contradiction)
     pairs labelled 0."""
@@ -95,11 +102,13 @@ class CoSENT(ContrastiveObjective):
     config: CoSENTConfig
     paper = "Su, CoSENT: a sentence vector scheme more efficient than Sentence-BERT, 2022 (kexue.fm 8847)"
 
-    def __init__(self, config: CoSENTConfig | None = None, encoder=None, data=None):
+    def __init__(
+        self, config: CoSENTConfig | None = None, encoder: TrainableEncoder | None = None, data: Any = None
+    ):
         super().__init__(config or CoSENTConfig(), encoder)
         self.values = label_values(data, "data") if data is not None else None
 
-    def loss_from_embeddings(self, embeddings: torch.Tensor, batch=None) -> ObjectiveOutput:
+    def loss_from_embeddings(self, embeddings: torch.Tensor, batch: Batch | None = None) -> ObjectiveOutput:
         left, right, labels = labelled_pairs(embeddings, batch, self.values, "CoSENT")
         scores = torch.nn.functional.cosine_similarity(left, right, dim=-1)
         loss = cosent_loss(scores, labels, self.config.scale)

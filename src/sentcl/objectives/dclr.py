@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -43,6 +43,10 @@ from sentcl.config import ConfigError
 from sentcl.model import SentenceEncoder, TrainableEncoder
 from sentcl.objectives.base import ContrastiveConfig, ContrastiveObjective, ObjectiveOutput
 from sentcl.objectives.similarity import cosine_matrix, gather_with_grad
+
+if TYPE_CHECKING:
+    from sentcl.data.collate import Batch
+    from sentcl.model import TrainableEncoder
 
 #: ``complementary_model: start``: a frozen copy of the starting encoder
 START = "start"
@@ -79,7 +83,9 @@ class DCLRConfig(ContrastiveConfig):
             )
 
 
-def refine_noise(noise: torch.Tensor, points: torch.Tensor, steps: int, step_size: float, t: float = 2.0):
+def refine_noise(
+    noise: torch.Tensor, points: torch.Tensor, steps: int, step_size: float, t: float = 2.0
+) -> torch.Tensor:
     """Gradient ascent on the non-uniformity of ``noise`` w.r.t. ``points`` (both normalised, no grad out)."""
     points = F.normalize(points.detach(), dim=-1)
     noise = F.normalize(noise.detach(), dim=-1)
@@ -172,7 +178,9 @@ class DCLR(ContrastiveObjective):
         "Debiased Contrastive Learning of Unsupervised Sentence Representations, ACL 2022"
     )
 
-    def __init__(self, config: DCLRConfig | None = None, encoder: SentenceEncoder | None = None, data=None):
+    def __init__(
+        self, config: DCLRConfig | None = None, encoder: SentenceEncoder | None = None, data: Any = None
+    ):
         super().__init__(config or DCLRConfig(complementary_model=START), encoder)
         self.config.validate()
         self.complementary: TrainableEncoder
@@ -181,7 +189,7 @@ class DCLR(ContrastiveObjective):
         else:
             self.complementary = self.require_encoder().frozen_copy()  # always without dropout
 
-    def loss_from_embeddings(self, embeddings: torch.Tensor, batch=None) -> ObjectiveOutput:
+    def loss_from_embeddings(self, embeddings: torch.Tensor, batch: Batch | None = None) -> ObjectiveOutput:
         if batch is None:
             raise ValueError("DCLR needs the batch's token ids for its complementary encoder")
         c = self.config

@@ -26,12 +26,17 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from sentcl.config import ConfigError
 from sentcl.objectives.base import ContrastiveConfig, ContrastiveObjective, ObjectiveOutput
 from sentcl.objectives.similarity import cosine_matrix, gather_with_grad
+
+if TYPE_CHECKING:
+    from sentcl.data.collate import Batch
+    from sentcl.model import TrainableEncoder
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +102,12 @@ class DebiasedSimCSE(ContrastiveObjective):
     paper = "Chuang, Robinson, Lin, Torralba & Jegelka, Debiased Contrastive Learning, NeurIPS 2020"
     accepted_views = (2,)
 
-    def __init__(self, config: DebiasedSimCSEConfig | None = None, encoder=None, data=None):
+    def __init__(
+        self,
+        config: DebiasedSimCSEConfig | None = None,
+        encoder: TrainableEncoder | None = None,
+        data: Any = None,
+    ):
         super().__init__(config or DebiasedSimCSEConfig(), encoder)
         c = self.config
         if floors_a_typical_anchor(c.temperature, c.class_prior):
@@ -108,7 +118,7 @@ class DebiasedSimCSE(ContrastiveObjective):
                 c.temperature, c.class_prior, TYPICAL_POSITIVE, TYPICAL_NEGATIVE,
             )  # fmt: skip
 
-    def loss_from_embeddings(self, embeddings: torch.Tensor, batch=None) -> ObjectiveOutput:
+    def loss_from_embeddings(self, embeddings: torch.Tensor, batch: Batch | None = None) -> ObjectiveOutput:
         if embeddings.shape[1] != 2:
             raise ValueError(f"debiased InfoNCE needs 2 views per example, got {embeddings.shape[1]}")
         c = self.config

@@ -19,6 +19,7 @@ transformer, model.keep_layers) learns a teacher's embedding space.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -30,6 +31,10 @@ from sentcl.objectives.base import ContrastiveConfig, ContrastiveObjective, Obje
 from sentcl.objectives.simcse import info_nce_loss
 from sentcl.objectives.similarity import cosine_matrix
 from sentcl.objectives.teacher import teacher_table
+
+if TYPE_CHECKING:
+    from sentcl.data.collate import Batch
+    from sentcl.model import TrainableEncoder
 
 EMBEDDING_LOSSES = ("mse", "cosine")
 LISTWISE = ("none", "listnet", "listmle")
@@ -125,7 +130,12 @@ class Distillation(ContrastiveObjective):
         "Learning to Rank, ACL 2023"
     )
 
-    def __init__(self, config: DistillationConfig | None = None, encoder=None, data=None):
+    def __init__(
+        self,
+        config: DistillationConfig | None = None,
+        encoder: TrainableEncoder | None = None,
+        data: Any = None,
+    ):
         super().__init__(config or DistillationConfig(), encoder)
         c = self.config
         self.table: np.ndarray | None = None
@@ -142,13 +152,13 @@ class Distillation(ContrastiveObjective):
         if encoder is not None and self.table is not None and int(self.table.shape[1]) != encoder.output_dim:
             self.projection = nn.Linear(encoder.output_dim, int(self.table.shape[1]))
 
-    def teacher_vectors(self, batch, device) -> torch.Tensor:
+    def teacher_vectors(self, batch: Batch | None, device: torch.device) -> torch.Tensor:
         if self.table is None or batch is None:
             raise ValueError("Distillation needs the training data (data=) and the batch's row indices")
         rows = batch.indices.cpu().numpy()
         return torch.from_numpy(np.ascontiguousarray(self.table[rows])).to(device)  # [B, D_t]
 
-    def loss_from_embeddings(self, embeddings: torch.Tensor, batch=None) -> ObjectiveOutput:
+    def loss_from_embeddings(self, embeddings: torch.Tensor, batch: Batch | None = None) -> ObjectiveOutput:
         c = self.config
         if embeddings.shape[1] < 2 and (c.contrastive_weight or c.consistency_weight):
             raise ValueError(

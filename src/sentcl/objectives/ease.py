@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -40,6 +40,9 @@ from sentcl.model import SentenceEncoder
 from sentcl.objectives.base import ContrastiveConfig, ContrastiveObjective, ObjectiveOutput
 from sentcl.objectives.simcse import info_nce_loss
 from sentcl.objectives.similarity import cosine_matrix
+
+if TYPE_CHECKING:
+    from sentcl.data.collate import Batch
 
 logger = logging.getLogger(__name__)
 
@@ -136,7 +139,9 @@ class EASE(ContrastiveObjective):
         "EASE: Entity-Aware Contrastive Learning of Sentence Embedding, NAACL 2022"
     )
 
-    def __init__(self, config: EASEConfig | None = None, encoder: SentenceEncoder | None = None, data=None):
+    def __init__(
+        self, config: EASEConfig | None = None, encoder: SentenceEncoder | None = None, data: Any = None
+    ):
         super().__init__(config or EASEConfig(), encoder)
         if data is None:
             raise ValueError("EASE builds its entity table from the training data: pass data=")
@@ -176,7 +181,7 @@ class EASE(ContrastiveObjective):
         self.entity_temperature = c.entity_temperature or temperature or c.temperature
         self.hard_negative_bonus = bonus
 
-    def loss_from_embeddings(self, embeddings: torch.Tensor, batch=None) -> ObjectiveOutput:
+    def loss_from_embeddings(self, embeddings: torch.Tensor, batch: Batch | None = None) -> ObjectiveOutput:
         if batch is None or batch.labels is None:
             raise ValueError("EASE needs the batch's entity ids (batch.labels, from its dataset)")
         c = self.config

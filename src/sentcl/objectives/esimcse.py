@@ -19,6 +19,7 @@ every step (the reference draws it once, when the data are prepared): docs/metho
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
@@ -27,6 +28,10 @@ from sentcl.config import ConfigError
 from sentcl.model import pad_rows
 from sentcl.objectives.base import ContrastiveConfig, Objective, ObjectiveOutput
 from sentcl.objectives.similarity import cosine_matrix
+
+if TYPE_CHECKING:
+    from sentcl.data.collate import Batch
+    from sentcl.model import TrainableEncoder
 
 
 @dataclass
@@ -76,7 +81,9 @@ class ESimCSE(Objective):
         "Unsupervised Sentence Embedding, COLING 2022"
     )
 
-    def __init__(self, config: ESimCSEConfig | None = None, encoder=None, data=None):
+    def __init__(
+        self, config: ESimCSEConfig | None = None, encoder: TrainableEncoder | None = None, data: Any = None
+    ):
         super().__init__(config or ESimCSEConfig(), encoder)
         encoder = self.require_encoder()
         self.momentum_encoder = encoder.momentum_copy()
@@ -95,7 +102,7 @@ class ESimCSE(Objective):
         self.queue[: len(kept)] = kept
         self.queue_filled.fill_(len(kept))
 
-    def forward(self, batch) -> ObjectiveOutput:
+    def forward(self, batch: Batch) -> ObjectiveOutput:
         encoder = self.require_encoder()
         ids, mask = batch.input_ids[:, 0], batch.attention_mask[:, 0]
         repeated, repeated_mask = repeat_tokens(ids, mask, self.config.dup_rate, self.pad_token_id)

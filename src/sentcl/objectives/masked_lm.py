@@ -14,6 +14,7 @@ through the head, so the vocabulary projection costs 15 % of a full one.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
@@ -22,11 +23,15 @@ from torch import nn
 from sentcl.model import ModelLoadError
 from sentcl.objectives.base import Objective, ObjectiveConfig, ObjectiveOutput
 
+if TYPE_CHECKING:
+    from sentcl.data.collate import Batch
+    from sentcl.model import TrainableEncoder
+
 
 def mask_tokens(
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor,
-    tokenizer,
+    tokenizer: Any,
     probability: float = 0.15,
     word_ids: torch.Tensor | None = None,
     generator: torch.Generator | None = None,
@@ -68,7 +73,13 @@ def head_loss(head: nn.Module, hidden: torch.Tensor, labels: torch.Tensor) -> to
 
 
 def mlm_term(
-    encoder, head: nn.Module, input_ids, attention_mask, probability: float, word_ids=None, generator=None
+    encoder: TrainableEncoder,
+    head: nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    probability: float,
+    word_ids: torch.Tensor | None = None,
+    generator: torch.Generator | None = None,
 ) -> torch.Tensor:
     """L_MLM of the sequences ``input_ids`` [..., L] (every view of a batch, or one): BERT masking (whole
     words with ``word_ids``, masks from ``generator``), one pass of the encoder's backbone over the masked
@@ -105,18 +116,24 @@ class MaskedLM(MaskedLMObjective):
         "BERT: Pre-training of Deep Bidirectional Transformers for Language Understanding, NAACL 2019"
     )
 
-    def __init__(self, config: MaskedLMConfig | None = None, encoder=None, data=None, head=None):
+    def __init__(
+        self,
+        config: MaskedLMConfig | None = None,
+        encoder: TrainableEncoder | None = None,
+        data: Any = None,
+        head: nn.Module | None = None,
+    ):
         super().__init__(config or MaskedLMConfig(), encoder)
         self.head = head if head is not None else self.require_encoder().masked_lm_head()
 
-    def masked_loss(self, batch, generator: torch.Generator | None = None) -> torch.Tensor:
+    def masked_loss(self, batch: Batch, generator: torch.Generator | None = None) -> torch.Tensor:
         """L_MLM of ``batch`` with masks drawn from ``generator`` (the global RNG when None)."""
         c = self.config
         if c.whole_word and batch.word_ids is None:
             raise ValueError("whole-word masking needs the batch's word ids (sentcl pretrain's data)")
         words = batch.word_ids if c.whole_word else None
         return mlm_term(
-            self.encoder,
+            self.require_encoder(),
             self.head,
             batch.input_ids,
             batch.attention_mask,
@@ -125,7 +142,7 @@ class MaskedLM(MaskedLMObjective):
             generator,
         )
 
-    def forward(self, batch) -> ObjectiveOutput:
+    def forward(self, batch: Batch) -> ObjectiveOutput:
         loss = self.masked_loss(batch)
         return ObjectiveOutput(loss=self.config.mlm_weight * loss, terms={"mlm": loss.detach()})
 
@@ -139,24 +156,26 @@ class WithMLM(Objective):
         self.head = inner.require_encoder().masked_lm_head()
 
     @property
-    def encoder(self):
+    def encoder(self) -> TrainableEncoder | None:
         return self.inner.encoder  # one registration of the encoder: the inner objective's
 
     @encoder.setter
-    def encoder(self, value) -> None:
+    def encoder(self, value: object) -> None:
         raise AttributeError("WithMLM's encoder is its inner objective's: set inner.encoder")
 
     @property
-    def config(self):
+    def config(self) -> ObjectiveConfig:
         return self.inner.config
 
     @config.setter
-    def config(self, value) -> None:
+    def config(self, value: object) -> None:
         raise AttributeError("WithMLM's config is its inner objective's: set inner.config")
 
-    def forward(self, batch) -> ObjectiveOutput:
+    def forward(self, batch: Batch) -> ObjectiveOutput:
         output = self.inner(batch)
-        mlm = mlm_term(self.encoder, self.head, batch.input_ids, batch.attention_mask, self.probability)
+        mlm = mlm_term(
+            self.inner.require_encoder(), self.head, batch.input_ids, batch.attention_mask, self.probability
+        )
         return ObjectiveOutput(
             loss=output.loss + self.weight * mlm, terms=output.terms | {"mlm": mlm.detach()}
         )

@@ -18,6 +18,7 @@ state, so a checkpoint holds them and resume is exact.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
@@ -25,6 +26,10 @@ import torch.nn.functional as F
 from sentcl.config import ConfigError
 from sentcl.objectives.base import ContrastiveConfig, ContrastiveObjective, ObjectiveOutput
 from sentcl.objectives.similarity import fp32_products, full, gather_with_grad
+
+if TYPE_CHECKING:
+    from sentcl.data.collate import Batch
+    from sentcl.model import TrainableEncoder
 
 
 @dataclass
@@ -52,10 +57,13 @@ class MoCo(ContrastiveObjective):
         "Momentum Contrast for Unsupervised Visual Representation Learning, CVPR 2020"
     )
 
-    def __init__(self, config: MoCoConfig | None = None, encoder=None, data=None):
+    def __init__(
+        self, config: MoCoConfig | None = None, encoder: TrainableEncoder | None = None, data: Any = None
+    ):
         super().__init__(config or MoCoConfig(), encoder)
-        self.key_encoder = self.require_encoder().momentum_copy()
-        self.register_buffer("queue", torch.zeros(self.config.queue_size, encoder.output_dim))
+        trained = self.require_encoder()
+        self.key_encoder = trained.momentum_copy()
+        self.register_buffer("queue", torch.zeros(self.config.queue_size, trained.output_dim))
         self.register_buffer("queue_pointer", torch.zeros((), dtype=torch.long))
         self.register_buffer("queue_filled", torch.zeros((), dtype=torch.long))
 
@@ -70,7 +78,7 @@ class MoCo(ContrastiveObjective):
         self.queue_pointer.copy_((self.queue_pointer + len(keys)) % size)
         self.queue_filled.copy_(torch.clamp(self.queue_filled + len(keys), max=size))
 
-    def loss_from_embeddings(self, embeddings: torch.Tensor, batch=None) -> ObjectiveOutput:
+    def loss_from_embeddings(self, embeddings: torch.Tensor, batch: Batch | None = None) -> ObjectiveOutput:
         """Queries are ``embeddings[:, 0]``; the keys come from the key encoder's pass on the batch's ids
         (no gradient, so GradCache can chunk the query passes)."""
         if batch is None:

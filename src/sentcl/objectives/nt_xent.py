@@ -16,12 +16,17 @@ torch.distributed both views of every rank are gathered with gradient.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 
 from sentcl.objectives.base import ContrastiveConfig, ContrastiveObjective, ObjectiveOutput
 from sentcl.objectives.similarity import cosine_matrix, gather_with_grad
+
+if TYPE_CHECKING:
+    from sentcl.data.collate import Batch
+    from sentcl.model import TrainableEncoder
 
 
 @dataclass
@@ -54,10 +59,12 @@ class NTXent(ContrastiveObjective):
         "A Simple Framework for Contrastive Learning of Visual Representations, ICML 2020"
     )
 
-    def __init__(self, config: NTXentConfig | None = None, encoder=None, data=None):
+    def __init__(
+        self, config: NTXentConfig | None = None, encoder: TrainableEncoder | None = None, data: Any = None
+    ):
         super().__init__(config or NTXentConfig(), encoder)
 
-    def loss_from_embeddings(self, embeddings: torch.Tensor, batch=None) -> ObjectiveOutput:
+    def loss_from_embeddings(self, embeddings: torch.Tensor, batch: Batch | None = None) -> ObjectiveOutput:
         if embeddings.shape[1] != 2:
             raise ValueError(f"NT-Xent needs exactly 2 views per example, got {embeddings.shape[1]}")
         everyone, offset = gather_with_grad(embeddings)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -39,6 +40,10 @@ from sentcl.config import ConfigError
 from sentcl.model import SentenceEncoder
 from sentcl.objectives.base import Objective, ObjectiveOutput
 from sentcl.objectives.simcse import SimCSEConfig, info_nce_loss
+
+if TYPE_CHECKING:
+    from sentcl.data.collate import Batch
+    from sentcl.model import TrainableEncoder
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +67,12 @@ class PromptBERT(Objective):
     trains_prompt = True  # model.pooler: prompt is its representation
     paper = "Jiang et al., PromptBERT: Improving BERT Sentence Embeddings with Prompts, EMNLP 2022"
 
-    def __init__(self, config: PromptBERTConfig | None = None, encoder=None, data=None):
+    def __init__(
+        self,
+        config: PromptBERTConfig | None = None,
+        encoder: TrainableEncoder | None = None,
+        data: Any = None,
+    ):
         super().__init__(config or PromptBERTConfig(), encoder)
         encoder = self.require_encoder()
         if encoder.pooler != "prompt":
@@ -70,14 +80,17 @@ class PromptBERT(Objective):
                 "model.pooler: PromptBERT trains the prompt representation; set model.pooler: prompt (and "
                 "model.prompt_template, the first view's template)"
             )
-        self.first_template = encoder.prompt_template
-        if self.config.supervised and self.config.denoise != encoder.prompt_denoise:
+        self.first_template: str = getattr(
+            encoder, "prompt_template", ""
+        )  # a transformer encoder's (pooler: prompt)
+        read_denoised: bool = getattr(encoder, "prompt_denoise", False)
+        if self.config.supervised and self.config.denoise != read_denoised:
             logger.warning(
                 "PromptBERT, supervised: trained %s template denoising but read %s it (model.prompt_denoise: "
                 "%s); the reference reads its supervised models as it trains them",
                 "with" if self.config.denoise else "without",
-                "with" if encoder.prompt_denoise else "without",
-                str(encoder.prompt_denoise).lower(),
+                "with" if read_denoised else "without",
+                str(read_denoised).lower(),
             )
         self.mlp: nn.Module | None = None
         if not self.config.supervised:  # SimCSE's MLP, used in training only
@@ -87,7 +100,7 @@ class PromptBERT(Objective):
             nn.init.zeros_(dense.bias)
             self.mlp = nn.Sequential(dense, nn.Tanh())
 
-    def denoised(self, input_ids, attention_mask, template: str) -> torch.Tensor:
+    def denoised(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, template: str) -> torch.Tensor:
         """[N, H] the [MASK] states of [N, L] sentences in ``template``, denoised where configured."""
         encoder = self.require_encoder()
         assert isinstance(
@@ -95,7 +108,7 @@ class PromptBERT(Objective):
         )  # the prompt pooler is a transformer's (its recipe checks)
         return encoder.prompt_vectors(input_ids, attention_mask, template, self.config.denoise).float()
 
-    def forward(self, batch) -> ObjectiveOutput:
+    def forward(self, batch: Batch) -> ObjectiveOutput:
         ids, mask = batch.input_ids, batch.attention_mask
         views = ids.shape[1]
         c = self.config

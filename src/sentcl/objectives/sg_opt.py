@@ -24,7 +24,7 @@ code: τ = 0.01, λ = 0.1, embeddings frozen, all layers (0…L). Negatives are 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Literal, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
 import torch
 from torch import nn
@@ -34,6 +34,9 @@ from sentcl.model import SentenceEncoder
 from sentcl.objectives.base import ContrastiveConfig, ContrastiveObjective, ObjectiveOutput
 from sentcl.objectives.nt_xent import nt_xent_loss
 from sentcl.objectives.similarity import cosine_matrix
+
+if TYPE_CHECKING:
+    from sentcl.data.collate import Batch
 
 
 @dataclass
@@ -96,7 +99,9 @@ class SGOPT(ContrastiveObjective):
         "not have; use cls_before_pooler (the paper's last-layer [CLS]) or avg"
     }
 
-    def __init__(self, config: SGOPTConfig | None = None, encoder: SentenceEncoder | None = None, data=None):
+    def __init__(
+        self, config: SGOPTConfig | None = None, encoder: SentenceEncoder | None = None, data: Any = None
+    ):
         super().__init__(config or SGOPTConfig(), encoder)
         c, trained = self.config, self.require_encoder()
         self.fixed = trained.frozen_copy()  # BERT_F
@@ -110,7 +115,7 @@ class SGOPT(ContrastiveObjective):
         tuned = self.require_encoder().named_parameters()
         return cast(torch.Tensor, sum((p - fixed[name]).pow(2).sum() for name, p in tuned if p.requires_grad))
 
-    def loss_from_embeddings(self, embeddings: torch.Tensor, batch=None) -> ObjectiveOutput:
+    def loss_from_embeddings(self, embeddings: torch.Tensor, batch: Batch | None = None) -> ObjectiveOutput:
         """c_i = ``embeddings[:, 0]`` (BERT_T); the guidance h comes from BERT_F's no-gradient pass on the
         batch's ids, and the regulariser reaches the parameters directly (GradCache keeps both)."""
         if batch is None:

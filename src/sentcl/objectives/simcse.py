@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
@@ -21,6 +22,10 @@ import torch.nn.functional as F
 from sentcl.config import ConfigError
 from sentcl.objectives.base import ContrastiveConfig, ContrastiveObjective, ObjectiveOutput
 from sentcl.objectives.similarity import cosine_matrix, gather_with_grad
+
+if TYPE_CHECKING:
+    from sentcl.data.collate import Batch
+    from sentcl.model import TrainableEncoder
 
 
 @dataclass
@@ -62,10 +67,12 @@ class SimCSE(ContrastiveObjective):
     paper = "Gao, Yao & Chen, SimCSE: Simple Contrastive Learning of Sentence Embeddings, EMNLP 2021"
     accepted_views = (2, 3)
 
-    def __init__(self, config: SimCSEConfig | None = None, encoder=None, data=None):
+    def __init__(
+        self, config: SimCSEConfig | None = None, encoder: TrainableEncoder | None = None, data: Any = None
+    ):
         super().__init__(config or SimCSEConfig(), encoder)
 
-    def loss_from_embeddings(self, embeddings: torch.Tensor, batch=None) -> ObjectiveOutput:
+    def loss_from_embeddings(self, embeddings: torch.Tensor, batch: Batch | None = None) -> ObjectiveOutput:
         views = embeddings.shape[1]
         if views not in (2, 3):
             raise ValueError(f"SimCSE needs 2 or 3 views per example, got {views}")

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 
-def fp32_products(device: torch.device | str):
+def fp32_products(device: torch.device | str) -> torch.autocast:
     """A region where products run in the inputs' precision even inside ``torch.autocast`` (cast bf16
     inputs with ``full``: autocast is off, so nothing casts them)."""
     return torch.autocast(torch.device(device).type, enabled=False)
@@ -44,7 +44,7 @@ def gather_with_grad(x: torch.Tensor) -> tuple[torch.Tensor, int]:
         return x, 0
     from torch.distributed.nn.functional import all_gather
 
-    parts = list(all_gather(x))
+    parts = list(all_gather(x))  # type: ignore[no-untyped-call]  # torch's own function, unannotated
     rank = dist.get_rank()
     parts[rank] = x
     return torch.cat(parts), rank * x.shape[0]

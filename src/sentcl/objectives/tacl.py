@@ -18,7 +18,7 @@ states.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -27,6 +27,9 @@ from sentcl.model import SentenceEncoder
 from sentcl.objectives.base import ContrastiveConfig, ObjectiveOutput
 from sentcl.objectives.masked_lm import MaskedLMObjective, head_loss, mask_tokens
 from sentcl.objectives.similarity import fp32_products, full
+
+if TYPE_CHECKING:
+    from sentcl.data.collate import Batch
 
 
 @dataclass
@@ -68,12 +71,14 @@ class TaCL(MaskedLMObjective):
         for name in ("cls", "cls_before_pooler")
     }
 
-    def __init__(self, config: TaCLConfig | None = None, encoder: SentenceEncoder | None = None, data=None):
+    def __init__(
+        self, config: TaCLConfig | None = None, encoder: SentenceEncoder | None = None, data: Any = None
+    ):
         super().__init__(config or TaCLConfig(), encoder)
         self.teacher = self.require_encoder().frozen_copy()
         self.head = self.require_encoder().masked_lm_head()
 
-    def forward(self, batch) -> ObjectiveOutput:
+    def forward(self, batch: Batch) -> ObjectiveOutput:
         c = self.config
         length = batch.input_ids.shape[-1]
         ids, mask = batch.input_ids.reshape(-1, length), batch.attention_mask.reshape(-1, length)

@@ -34,7 +34,7 @@ class TeacherError(UserError, ValueError):
     """A teacher that cannot serve: it does not load, or its cached table does not match it."""
 
 
-def _model_identity(name: str) -> list:
+def _model_identity(name: str) -> list[object]:
     folder = Path(name)
     if not folder.is_dir():
         return [name]
@@ -61,7 +61,8 @@ def load_teacher(
         encoder = SentenceEncoder.load(teacher, pooler=pooler)
     except UserError as exc:
         raise TeacherError(f"{where}: the teacher does not load: {exc}") from None
-    return for_inference(encoder.eval(), TEACHER_DTYPE)
+    loaded: SentenceEncoder = for_inference(encoder.eval(), TEACHER_DTYPE)
+    return loaded
 
 
 def table_digest(table: np.ndarray) -> str:
@@ -127,4 +128,5 @@ def teacher_table(
             "sentences": len(texts), "dtype": TEACHER_DTYPE, "sha256": table_digest(vectors)}  # fmt: skip
     with atomic_file(meta_path) as handle:
         json.dump(meta, handle, indent=2)
-    return np.load(path, mmap_mode="r")
+    kept: np.ndarray = np.load(path, mmap_mode="r")
+    return kept

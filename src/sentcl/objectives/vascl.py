@@ -28,7 +28,7 @@ not depend on the backbone's embedding scale.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -39,6 +39,10 @@ from sentcl.objectives.base import ContrastiveConfig, ContrastiveObjective, Obje
 from sentcl.objectives.nt_xent import nt_xent_loss
 from sentcl.objectives.simcse import info_nce_loss
 from sentcl.objectives.similarity import cosine_matrix, fp32_products, full, gather_with_grad
+
+if TYPE_CHECKING:
+    from sentcl.data.collate import Batch
+    from sentcl.model import TrainableEncoder
 
 #: each variant's radius: the reference's ε = ξ = 15 (absolute), the paper reading's 0.1 × ‖h_i‖
 RADIUS = {"reference": 15.0, "paper": 0.1}
@@ -81,14 +85,17 @@ def neighbourhood_loss(
     return F.cross_entropy(logits, torch.zeros(len(anchors), dtype=torch.long, device=anchors.device))
 
 
-def virtual_perturbation(anchors: torch.Tensor, neighbours: torch.Tensor, radius: float, temperature: float):
+def virtual_perturbation(
+    anchors: torch.Tensor, neighbours: torch.Tensor, radius: float, temperature: float
+) -> torch.Tensor:
     """δ* = Δ‖h‖ · ∇_δ ℓ / ‖∇_δ ℓ‖ at δ = 0, with h detached."""
     base = anchors.detach()
     delta = torch.zeros_like(base, requires_grad=True)
     with torch.enable_grad():
         loss = neighbourhood_loss(base + delta, base, neighbours, temperature)
         (grad,) = torch.autograd.grad(loss, delta)
-    return radius * base.norm(dim=-1, keepdim=True) * F.normalize(grad, dim=-1)
+    scaled: torch.Tensor = radius * base.norm(dim=-1, keepdim=True) * F.normalize(grad, dim=-1)
+    return scaled
 
 
 def hard_negative_loss(
@@ -122,7 +129,8 @@ class ContrastHead(nn.Sequential):
         self.lr_scale = lr_scale  # read by training.optim.build_optimizer
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.normalize(super().forward(x), dim=-1)
+        projected: torch.Tensor = super().forward(x)  # type: ignore[no-untyped-call]  # nn.Sequential's
+        return F.normalize(projected, dim=-1)
 
 
 class VaSCL(ContrastiveObjective):
@@ -133,7 +141,11 @@ class VaSCL(ContrastiveObjective):
     )
 
     def __init__(
-        self, config: VaSCLConfig | None = None, encoder=None, data=None, dimension: int | None = None
+        self,
+        config: VaSCLConfig | None = None,
+        encoder: TrainableEncoder | None = None,
+        data: Any = None,
+        dimension: int | None = None,
     ):
         """``dimension``: the embeddings' size where there is no ``encoder`` (for the reference's head)."""
         super().__init__(config or VaSCLConfig(), encoder)
@@ -151,7 +163,7 @@ class VaSCL(ContrastiveObjective):
             return "(variant: reference) maps the full embedding through its contrast head"
         return None
 
-    def loss_from_embeddings(self, embeddings: torch.Tensor, batch=None) -> ObjectiveOutput:
+    def loss_from_embeddings(self, embeddings: torch.Tensor, batch: Batch | None = None) -> ObjectiveOutput:
         if self.config.variant == "reference":
             return self.reference_loss(embeddings)
         c = self.config

@@ -150,7 +150,7 @@ class AdaptResult:
     steps: int
     chosen_step: int | None
     table: str = ""
-    report: dict = field(default_factory=dict)
+    report: dict[str, Any] = field(default_factory=dict)
 
 
 def recipe(
@@ -262,7 +262,7 @@ def two_stages(request: AdaptRequest, start, judgements: Judgements | None):
     return train_stage(second, middle, judgements)
 
 
-def report_run(request: AdaptRequest, folder: Path) -> tuple[dict, str]:
+def report_run(request: AdaptRequest, folder: Path) -> tuple[dict[str, Any], str]:
     """The before/after table of the run trained in ``folder`` (its ``model/``), written beside it: also
     later, for a run trained without ``report`` (a study reports only the runs its table reads)."""
     if request.pooler is None:
@@ -274,7 +274,7 @@ def report_run(request: AdaptRequest, folder: Path) -> tuple[dict, str]:
     return report, table
 
 
-def trained_on(folder: Path) -> dict | None:
+def trained_on(folder: Path) -> dict[str, Any] | None:
     """What a supervised run trained on (its rows folder's judgements.json: fit queries, rows, negatives),
     or None for a label-free run."""
     recipe_file = folder / "config.yaml"
@@ -287,7 +287,7 @@ def trained_on(folder: Path) -> dict | None:
     return json.loads(summary.read_text(encoding="utf-8")) if summary and summary.is_file() else None
 
 
-def report_scores(report: str, source: str, pooler: str | None, dtype: str = "fp32") -> dict:
+def report_scores(report: str, source: str, pooler: str | None, dtype: str = "fp32") -> dict[str, Any]:
     """``source`` on the ``report`` judgements (dense, hybrid, BM25) in ``dtype`` (``auto`` decided for the
     device here): {"metrics", "per_query"}; recorded in the cache by the model's weights, the precision and
     the judgements' bytes, so a start measured once (a study's many runs from one model) is read back, never
@@ -318,7 +318,7 @@ def report_key(encoder, report: str, dtype: str, device: torch.device) -> str:
     return digest_key(parts)
 
 
-def before_after(request: AdaptRequest, adapted: Path, pooler: str | None) -> dict:
+def before_after(request: AdaptRequest, adapted: Path, pooler: str | None) -> dict[str, Any]:
     """The start and the adapted model on the report's judgements: dense and hybrid nDCG@10 and Recall@100,
     and each difference's 95 % interval from a paired bootstrap over the queries."""
     assert request.report is not None
@@ -345,7 +345,7 @@ def before_after(request: AdaptRequest, adapted: Path, pooler: str | None) -> di
     }  # fmt: skip
 
 
-def format_table(report: dict) -> str:
+def format_table(report: dict[str, Any]) -> str:
     name, rows = report["task"], report["metrics"]
     dtypes = "/".join(sorted(set(report.get("dtype", {}).values()) or {"fp32"}))
     lines = [
@@ -372,7 +372,7 @@ def format_table(report: dict) -> str:
     return "\n".join(lines)
 
 
-def write_report(folder: Path, report: dict, table: str) -> None:
+def write_report(folder: Path, report: dict[str, Any], table: str) -> None:
     with atomic_file(folder / "adapt.json") as handle:
         handle.write(json.dumps(report, indent=2, default=float) + "\n")
     with atomic_file(folder / "adapt.md") as handle:

@@ -61,8 +61,8 @@ class LoopState:
     epoch: int = 0
     #: batches of the current epoch already trained on
     batch_in_epoch: int = 0
-    initial_metrics: dict | None = None
-    best_metrics: dict | None = None
+    initial_metrics: dict[str, Any] | None = None
+    best_metrics: dict[str, Any] | None = None
     best_step: int | None = None
     #: the precision the run's forward passes use, decided before its first step (training/autocast.py);
     #: None in checkpoints of earlier versions (their ``auto`` followed the flag rule: decided again)
@@ -73,7 +73,7 @@ class LoopState:
     #: the loss terms, tokens and seconds of the steps since the last log line (training/steps.py's
     #: LossWindow), so the first line after a resume averages the same steps as an uninterrupted run's;
     #: None in checkpoints of earlier versions and at a log line
-    window: dict | None = None
+    window: dict[str, Any] | None = None
 
 
 def sha256_of(path: Path) -> str:
@@ -84,7 +84,7 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def rng_states(epoch_order: torch.Tensor) -> tuple[dict[str, torch.Tensor], dict]:
+def rng_states(epoch_order: torch.Tensor) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """Every RNG a step depends on, as (tensors, JSON)."""
     numpy_state: Any = np.random.get_state()  # the legacy tuple (kind, keys, pos, has_gauss, cached)
     tensors = {
@@ -104,7 +104,7 @@ def rng_states(epoch_order: torch.Tensor) -> tuple[dict[str, torch.Tensor], dict
     return tensors, extra
 
 
-def restore_rng_states(tensors: dict[str, torch.Tensor], extra: dict) -> torch.Tensor:
+def restore_rng_states(tensors: dict[str, torch.Tensor], extra: dict[str, Any]) -> torch.Tensor:
     """Restore every RNG; return the data order's generator state."""
     torch.set_rng_state(tensors["torch"])
     cuda = [tensors[f"cuda.{index}"] for index in range(extra["cuda_devices"])]
@@ -118,7 +118,9 @@ def restore_rng_states(tensors: dict[str, torch.Tensor], extra: dict) -> torch.T
     return tensors["epoch_order"]
 
 
-def optimizer_states(optimizer: torch.optim.Optimizer, scheduler) -> tuple[dict[str, torch.Tensor], dict]:
+def optimizer_states(
+    optimizer: torch.optim.Optimizer, scheduler
+) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """The optimizer's state as (tensors keyed ``state.<param>.<name>``, JSON) and the scheduler's."""
     state = optimizer.state_dict()
     tensors: dict[str, torch.Tensor] = {}
@@ -134,9 +136,9 @@ def optimizer_states(optimizer: torch.optim.Optimizer, scheduler) -> tuple[dict[
 
 
 def restore_optimizer_states(
-    optimizer: torch.optim.Optimizer, scheduler, tensors: dict[str, torch.Tensor], extra: dict
+    optimizer: torch.optim.Optimizer, scheduler, tensors: dict[str, torch.Tensor], extra: dict[str, Any]
 ) -> None:
-    state: dict[int, dict] = {}
+    state: dict[int, dict[str, Any]] = {}
     for key, value in tensors.items():
         _, index, name = key.split(".", 2)
         state.setdefault(int(index), {})[name] = value
@@ -177,7 +179,7 @@ def save_checkpoint(
     return Path(folder)
 
 
-def verify_checkpoint(folder: str | Path) -> dict:
+def verify_checkpoint(folder: str | Path) -> dict[str, Any]:
     """Check every file against the manifest; return the manifest or raise CheckpointError."""
     folder = Path(folder)
     recover_folder(folder)

@@ -92,7 +92,7 @@ class ChildTuning(nn.Module):
     @torch.no_grad()
     def estimate_fisher(
         self,
-        batches: Iterable,
+        batches: Iterable[Any],
         backward: Callable[[Any], object],
         trained: nn.Module | None = None,
         reduce: Callable[[torch.Tensor], torch.Tensor] | None = None,

@@ -61,15 +61,17 @@ class TrainResult:
     initial_metrics: dict[str, float] | None = None
     best_metrics: dict[str, float] | None = None
     best_step: int | None = None
-    history: list[dict] = field(default_factory=list)
+    history: list[dict[str, Any]] = field(default_factory=list)
     autocast: str | None = None  # the precision the run computed in (training.autocast as decided)
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         keys = ("steps", "primary_metric", "initial_metrics", "best_metrics", "best_step", "autocast")
         return {k: getattr(self, k) for k in keys} | {"model": str(self.output_dir / "model")}
 
 
-def train(config: TrainConfig, also_measure: Callable[[CachedEmbedder], dict] | None = None) -> TrainResult:
+def train(
+    config: TrainConfig, also_measure: Callable[[CachedEmbedder], dict[str, Any]] | None = None
+) -> TrainResult:
     """Train ``config``; ``also_measure(embedder)`` (optional) adds metrics to every evaluation's record,
     under "measured", that choose nothing (a study's report set)."""
     with running(config.training) as start:
@@ -214,18 +216,18 @@ class Evaluation:
     chooser: Selection | None
     held: HeldOutProbe | None
     probe: AlignUniformProbe | None
-    also_measure: Callable[[CachedEmbedder], dict] | None
+    also_measure: Callable[[CachedEmbedder], dict[str, Any]] | None
     eval_dtype: str = "fp32"
     #: training.cache_start_evaluation, and what keys the cache: the task and its options
     cache_start: bool = False
     eval_task: str = ""
     eval_options: Any = None
 
-    def __call__(self, step: int) -> dict:
+    def __call__(self, step: int) -> dict[str, Any]:
         with finite_evaluation(step):
             return self.measure(step)
 
-    def measure(self, step: int) -> dict:
+    def measure(self, step: int) -> dict[str, Any]:
         embedder = CachedEmbedder(self.encoder)  # STS and geometry share one encoding of each sentence
         metrics = self.task_metrics(embedder, step)
         if self.held is not None:
@@ -281,7 +283,9 @@ class Evaluation:
         return None
 
 
-def _write_card(config: TrainConfig, recipe: dict, result: TrainResult, history: list[dict]) -> None:
+def _write_card(
+    config: TrainConfig, recipe: dict[str, Any], result: TrainResult, history: list[dict[str, Any]]
+) -> None:
     """The kept model's card: the recipe, the paper, the run's summary and the kept step's geometry."""
     kept = [r for r in history if r.get("step") == result.best_step and "geometry" in r]
     paper = REGISTRY[config.objective_name][0].paper
@@ -290,7 +294,7 @@ def _write_card(config: TrainConfig, recipe: dict, result: TrainResult, history:
     write_model_card(result.output_dir / "model", card)
 
 
-def read_recipe(path: Path) -> dict:
+def read_recipe(path: Path) -> dict[str, Any]:
     """A run folder's config.yaml as the resolved recipe it was written from (what --resume compares)."""
     try:
         return recipe_from_dict(load_yaml(path)).to_dict()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from sentcl.atomic_write import atomic_file
 from sentcl.config import ConfigError
@@ -18,7 +19,7 @@ class MetricsLog:
     never an empty or truncated file. A torn last line (a kill in the middle of a write) is dropped."""
 
     def __init__(self, path: Path, resume_step: int | None = None, enabled: bool = True, trackers=None):
-        self.records: list[dict] = []
+        self.records: list[dict[str, Any]] = []
         self.trackers = trackers if enabled else None  # training.report_to: every record goes there too
         if not enabled:  # a rank other than 0 keeps records in memory only
             self.handle = None
@@ -37,7 +38,7 @@ class MetricsLog:
         else:
             self.handle = _open_no_follow(path, os.O_TRUNC)
 
-    def write(self, record: dict) -> None:
+    def write(self, record: dict[str, Any]) -> None:
         record = finite(record)
         self.records.append(record)
         if self.handle is not None:

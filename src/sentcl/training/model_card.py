@@ -43,7 +43,9 @@ model = AutoModel.from_pretrained("PATH")
 _DATA = re.compile(r"<!-- sentcl-card-data\n(.*?)\n-->", re.S)
 
 
-def card_data(recipe: dict[str, Any], paper: str, summary: dict[str, Any], geometry: dict | None) -> dict:
+def card_data(
+    recipe: dict[str, Any], paper: str, summary: dict[str, Any], geometry: dict[str, Any] | None
+) -> dict[str, Any]:
     """What a training run knows about the model it saved."""
     return {"recipe": recipe, "paper": paper, "summary": summary, "geometry": geometry, "evaluations": []}
 
@@ -156,7 +158,7 @@ def _recipe_section(title: str, recipe: dict[str, Any]) -> list[str]:
     return ["", f"## {title}", "", "```yaml", yaml.safe_dump(recipe, sort_keys=False).strip(), "```"]
 
 
-def render_pretrained(recipe: dict[str, Any], steps: int, history: list[dict]) -> str:
+def render_pretrained(recipe: dict[str, Any], steps: int, history: list[dict[str, Any]]) -> str:
     """The card of a ``sentcl pretrain`` model: a masked-LM encoder (with its head), not yet a sentence
     encoder. It holds how it was made, the held-out MLM loss (and the STS probe) at the start and at the
     end, and how to use it: as a fill-mask model, or as the base of ``sentcl train``."""
@@ -198,7 +200,7 @@ def render_pretrained(recipe: dict[str, Any], steps: int, history: list[dict]) -
 
 
 def write_pretrained_card(
-    folder: str | Path, recipe: dict[str, Any], steps: int, history: list[dict]
+    folder: str | Path, recipe: dict[str, Any], steps: int, history: list[dict[str, Any]]
 ) -> Path:
     """``folder/README.md`` for a ``sentcl pretrain`` model of ``steps`` steps (atomically)."""
     path = Path(folder) / CARD

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 from transformers import get_linear_schedule_with_warmup
@@ -17,7 +19,7 @@ def build_optimizer(model: nn.Module, learning_rate: float, weight_decay: float)
     for module in model.modules():
         for parameter in module.parameters() if hasattr(module, "lr_scale") else ():
             scales[id(parameter)] = float(getattr(module, "lr_scale"))  # noqa: B009 - a Module attribute, not a submodule
-    groups: dict[tuple[bool, float], list] = {}
+    groups: dict[tuple[bool, float], list[Any]] = {}
     for name, parameter in model.named_parameters():
         if not parameter.requires_grad:
             continue

@@ -217,7 +217,7 @@ def build_mlm_model(config: PretrainModelConfig, seed: int):
 SENTENCE_SETTINGS = "sentence_bert_config.json"
 
 
-def start_sentence_settings(name_or_path: str) -> dict | None:
+def start_sentence_settings(name_or_path: str) -> dict[str, Any] | None:
     """The start's ``sentence_bert_config.json`` (a local or packaged folder's), or None: carried to the
     pre-trained model, so that it and the models trained from it encode to the start's length, not to
     its tokenizer's (all-MiniLM-L6-v2: 256 tokens, its tokenizer 512; three times the encoding cost)."""
@@ -230,7 +230,7 @@ def start_sentence_settings(name_or_path: str) -> dict | None:
         raise ModelLoadError(str(exc)) from None
 
 
-def save_mlm_model(model, tokenizer, folder: Path, sentence_settings: dict | None = None) -> Path:
+def save_mlm_model(model, tokenizer, folder: Path, sentence_settings: dict[str, Any] | None = None) -> Path:
     with atomic_folder(folder, "model", overwrite=True) as tmp:  # inside the run folder, checked
         model.save_pretrained(str(tmp))
         tokenizer.save_pretrained(str(tmp))
@@ -259,7 +259,7 @@ class PretrainResult:
     final_metrics: dict[str, float] | None = None
     autocast: str | None = None  # the precision the run computed in (training.autocast as decided)
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         return {
             "steps": self.steps,
             "final_metrics": self.final_metrics,
@@ -313,7 +313,7 @@ def _pretrain(config: PretrainConfig, start) -> PretrainResult:
     parameters = sum(p.numel() for p in model.parameters())
     logger.info("%d sentences (%d held out), %.1fM parameters", len(tokens), held_out, parameters / 1e6)
 
-    def evaluate(step: int) -> dict:
+    def evaluate(step: int) -> dict[str, Any]:
         objective.eval()
         generator = torch.Generator().manual_seed(loop.seed + 1)  # the same masks at every evaluation
         total, count = 0.0, 0
@@ -352,7 +352,7 @@ def _pretrain(config: PretrainConfig, start) -> PretrainResult:
     return result
 
 
-def plot_pretraining(records: list[dict], path: Path) -> Path:
+def plot_pretraining(records: list[dict[str, Any]], path: Path) -> Path:
     """Training loss per logging step and held-out MLM loss per evaluation."""
     curves = {
         "training MLM loss": [(r["step"], r["loss"]) for r in records if "loss" in r],

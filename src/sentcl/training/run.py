@@ -21,7 +21,7 @@ import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import torch
 import yaml
@@ -50,7 +50,7 @@ class RunStart:
     context: DistributedContext
     device: torch.device
     #: the open lock file of the output folder (rank 0): held while the run runs
-    lock: IO | None = None
+    lock: IO[str] | None = None
     #: the folder did not exist before the run
     created: bool = False
 
@@ -121,7 +121,7 @@ def release(start: RunStart) -> None:
         start.output_dir.rmdir()
 
 
-def acquire_lock(folder: Path) -> IO:
+def acquire_lock(folder: Path) -> IO[str]:
     """An exclusive, non-blocking lock on ``folder/.sentcl-run.lock`` (released when the process ends, even
     by SIGKILL); a folder another run holds is one ConfigError naming that run's process."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -143,7 +143,9 @@ def acquire_lock(folder: Path) -> IO:
     return handle
 
 
-def open_run(start: RunStart, loop, recipe: dict, read_recipe: Callable[[Path], dict] | None = None) -> None:
+def open_run(
+    start: RunStart, loop, recipe: dict[str, Any], read_recipe: Callable[[Path], dict[str, Any]] | None = None
+) -> None:
     """Once every input is checked: the trackers' installs, then the folder and its config.yaml (rank 0).
     A resumed run must be the run it resumes: its recipe (``read_recipe`` reads the folder's config.yaml
     the same way) may differ only in where and how it runs. ``--overwrite`` replaces the previous run: its
@@ -159,7 +161,7 @@ def open_run(start: RunStart, loop, recipe: dict, read_recipe: Callable[[Path], 
     distributed.barrier(start.context)
 
 
-def check_same_run(before: dict, now: dict, where: Path) -> None:
+def check_same_run(before: dict[str, Any], now: dict[str, Any], where: Path) -> None:
     """One ConfigError naming what a resumed run would change (a train file, a temperature, a learning rate:
     the log would say one thing and config.yaml another)."""
     changed = []
@@ -195,7 +197,7 @@ def remove_previous_run(folder: Path) -> None:
             entry.unlink()
 
 
-def finish_run(start: RunStart, summary: dict) -> None:
+def finish_run(start: RunStart, summary: dict[str, Any]) -> None:
     """``summary.json``, written atomically by rank 0."""
     if start.context.is_main:
         with atomic_file(start.output_dir / "summary.json") as handle:
@@ -256,7 +258,7 @@ def check_output_dir(path: Path, overwrite: bool, resume: bool) -> bool:
 RUN_ENTRIES = ("config.yaml", "metrics.jsonl", "summary.json", "model", "checkpoint", "mlm_loss.png")
 
 
-def open_output_dir(path: Path, config: dict) -> None:
+def open_output_dir(path: Path, config: dict[str, Any]) -> None:
     """Once the inputs are checked: the folder, without the temporary siblings a killed run left of its own
     entries (``.checkpoint.tmp-XXXXXXXX``, ``.model.tmp-…``, ``.metrics.jsonl.tmp-…``; a user's file that
     merely starts with a dot is not one), and the resolved recipe. A symbolic link where the run writes is

@@ -82,7 +82,7 @@ class Steps:
     #: every tensor the optimiser updates (and Child-Tuning_D's masks, so a checkpoint holds them)
     trained: torch.nn.ModuleList
     #: (rank 0) the evaluation at a step: a record with "eval" (metrics) and whatever else to log
-    evaluate: Callable[[int], dict] | None = None
+    evaluate: Callable[[int], dict[str, Any]] | None = None
     #: the precision the run computes in, decided by ``run_steps`` before the first step
     #: (``decide_autocast``); what an evaluation inside the run computes in too
     autocast: str | None = None
@@ -94,13 +94,13 @@ class Steps:
     gradcache_chunk: int = 0
     child: ChildTuning | None = None
     name: str = "training"
-    recipe: dict = field(default_factory=dict)  # the resolved recipe, for the trackers' run config
+    recipe: dict[str, Any] = field(default_factory=dict)  # the resolved recipe, for the trackers' run config
 
 
 @dataclass
 class Outcome:
     state: LoopState
-    history: list[dict]  # the metrics log's records
+    history: list[dict[str, Any]]  # the metrics log's records
     last_metrics: dict[str, float] | None  # the last evaluation's
 
 
@@ -305,13 +305,13 @@ class LossWindow:
     """The loss terms of the steps since the last log line (means over ranks), the real tokens this rank
     saw and the time they took."""
 
-    def __init__(self, saved: dict | None = None) -> None:
+    def __init__(self, saved: dict[str, Any] | None = None) -> None:
         saved = saved or {}
         self.terms: list[dict[str, float]] = list(saved.get("terms", []))
         self.tokens = int(saved.get("tokens", 0))
         self.started = time.perf_counter() - float(saved.get("seconds", 0.0))
 
-    def snapshot(self) -> dict | None:
+    def snapshot(self) -> dict[str, Any] | None:
         """What a checkpoint keeps of the window (None when it is empty: the step was a log line's)."""
         if not self.terms:
             return None

@@ -109,6 +109,25 @@ def resolve_device(name: str, where: str, local_rank: int = 0) -> torch.device:
     return device
 
 
+def give_back_memory() -> None:
+    """Collect Python's garbage, then hand the C heap's free pages back to the system (glibc's
+    ``malloc_trim``). A process that runs one training or evaluation after another (a study, ``--seeds``)
+    otherwise keeps each run's freed memory as its own: measured in one process over five ``sentcl adapt``
+    runs on SciFact, no tensor or array was left alive after a run, yet the resident memory grew from 0.6 to
+    4.4 GB, and ``malloc_trim`` took it from 2.1 back to 0.8 GB after the first. Nothing happens where the C
+    library has no ``malloc_trim`` (musl, macOS)."""
+    import ctypes
+    import ctypes.util
+    import gc
+
+    gc.collect()
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 def peak_rss_mb() -> float:
     """This process's peak resident memory in MB: Linux's VmHWM (its own memory's high-water mark; the
     ``getrusage`` figure carries over a forked parent's across exec), else ``getrusage``'s."""

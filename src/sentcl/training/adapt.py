@@ -31,7 +31,7 @@ from sentcl.evaluation.local_files import qrels_file
 from sentcl.evaluation.registry import Options
 from sentcl.evaluation.significance import Difference, MeanBootstrap
 from sentcl.evaluation.tasks import build_evaluator
-from sentcl.hardware import describe_machine, detect, resolve_device
+from sentcl.hardware import describe_machine, detect, give_back_memory, resolve_device
 from sentcl.hub_files import cache_dir
 from sentcl.model.inference import for_inference, load_encoder
 from sentcl.model.int8_gate import digest_key, model_key, write_record
@@ -220,6 +220,7 @@ def adapt(request: AdaptRequest) -> AdaptResult:
     result = AdaptResult(trained.output_dir, trained.steps, trained.best_step)
     if request.report:
         result.report, result.table = report_run(request, trained.output_dir)
+        give_back_memory()  # the report's encodings and BM25 index are gone: their pages go back too
     return result
 
 

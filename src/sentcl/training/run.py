@@ -34,6 +34,7 @@ from sentcl.errors import MissingDataError
 from sentcl.evaluation import TaskSpecError
 from sentcl.evaluation.data_dir import data_dir_for
 from sentcl.evaluation.tasks import Evaluator, build_evaluator
+from sentcl.hardware import give_back_memory
 from sentcl.training import distributed
 from sentcl.training.distributed import DistributedContext
 from sentcl.training.trackers import TRACKER_FOLDERS, check_trackers
@@ -107,6 +108,7 @@ def running(loop, torchrun: bool = True) -> Iterator[RunStart]:
         yield start
     finally:
         release(start)
+        give_back_memory()  # the next run of this process starts from what this one leaves, not its peak
 
 
 def release(start: RunStart) -> None:

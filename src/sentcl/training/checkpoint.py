@@ -119,7 +119,7 @@ def restore_rng_states(tensors: dict[str, torch.Tensor], extra: dict[str, Any]) 
 
 
 def optimizer_states(
-    optimizer: torch.optim.Optimizer, scheduler
+    optimizer: torch.optim.Optimizer, scheduler: torch.optim.lr_scheduler.LRScheduler
 ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """The optimizer's state as (tensors keyed ``state.<param>.<name>``, JSON) and the scheduler's."""
     state = optimizer.state_dict()
@@ -136,7 +136,10 @@ def optimizer_states(
 
 
 def restore_optimizer_states(
-    optimizer: torch.optim.Optimizer, scheduler, tensors: dict[str, torch.Tensor], extra: dict[str, Any]
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    tensors: dict[str, torch.Tensor],
+    extra: dict[str, Any],
 ) -> None:
     state: dict[int, dict[str, Any]] = {}
     for key, value in tensors.items():
@@ -156,7 +159,7 @@ def save_checkpoint(
     folder: str | Path,
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
-    scheduler,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
     state: LoopState,
     epoch_order_state: torch.Tensor,
 ) -> Path:
@@ -207,11 +210,15 @@ def verify_checkpoint(folder: str | Path) -> dict[str, Any]:
             raise CheckpointError(f"{path}: truncated ({size} bytes; the manifest says {expected})")
         if sha256_of(path) != manifest[name]["sha256"]:
             raise CheckpointError(f"{path}: corrupt (sha256 differs from the manifest)")
-    return manifest
+    checked: dict[str, Any] = manifest
+    return checked
 
 
 def load_checkpoint(
-    folder: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler
+    folder: str | Path,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
 ) -> tuple[LoopState, torch.Tensor]:
     """Restore model, optimizer, scheduler and RNG states in place; return the loop state and the data
     generator's state at the start of the checkpoint's epoch. Verified before anything is loaded."""

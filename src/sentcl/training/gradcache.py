@@ -23,12 +23,12 @@ from sentcl.data import Batch
 from sentcl.objectives import ContrastiveObjective, ObjectiveOutput
 
 
-def _rng_state(device: torch.device) -> tuple:
+def _rng_state(device: torch.device) -> tuple[torch.Tensor, torch.Tensor | None]:
     cuda = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
     return torch.get_rng_state(), cuda
 
 
-def _set_rng_state(state: tuple, device: torch.device) -> None:
+def _set_rng_state(state: tuple[torch.Tensor, torch.Tensor | None], device: torch.device) -> None:
     torch.set_rng_state(state[0])
     if state[1] is not None:
         torch.cuda.set_rng_state(state[1], device)
@@ -44,7 +44,7 @@ def forward_backward(objective: torch.nn.Module, batch: Batch, chunk_size: int =
     """Loss of ``batch`` with gradients accumulated into the parameters (backward already done)."""
     size = batch.input_ids.shape[0]
     if chunk_size <= 0 or chunk_size >= size or not chunkable(objective):
-        output = objective(batch)
+        output: ObjectiveOutput = objective(batch)
         if torch.isfinite(output.loss):
             output.loss.backward()
         return output
@@ -53,7 +53,7 @@ def forward_backward(objective: torch.nn.Module, batch: Batch, chunk_size: int =
     device = batch.input_ids.device
     chunks = [slice(start, start + chunk_size) for start in range(0, size, chunk_size)]
 
-    def part(chunk: slice):
+    def part(chunk: slice) -> torch.Tensor:
         return encoder.embed(Batch(batch.input_ids[chunk], batch.attention_mask[chunk], batch.indices[chunk]))
 
     states, parts = [], []

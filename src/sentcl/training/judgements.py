@@ -31,6 +31,7 @@ import logging
 import random
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sentcl.atomic_write import atomic_folder
 from sentcl.config import ConfigError
@@ -39,6 +40,9 @@ from sentcl.evaluation.local_files import LocalTaskError, Retrieval, qrels_file,
 from sentcl.hub_files import cache_dir
 from sentcl.search.mining import MiningOptions, mine
 from sentcl.training.checkpoint import sha256_of
+
+if TYPE_CHECKING:
+    from sentcl.embedder import Embedder
 
 logger = logging.getLogger(__name__)
 
@@ -117,7 +121,9 @@ def judgements_for(
     return judgements
 
 
-def stage_data(judgements: Judgements, hard_negatives: int, miner, miner_key: str, seed: int) -> Path:
+def stage_data(
+    judgements: Judgements, hard_negatives: int, miner: Embedder | None, miner_key: str, seed: int
+) -> Path:
     """The folder of the supervised stage's files (module docstring), made once in the cache. Two levels:
     the split's folder (its choose qrels and, where ``hard_negatives`` is 1, every fit query's negative,
     mined by ``miner`` — an encoder whose weights ``miner_key`` names — over all the fit queries, so a
@@ -132,7 +138,9 @@ def stage_data(judgements: Judgements, hard_negatives: int, miner, miner_key: st
     digest = hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:16]
     split = cache_dir() / "adapt-judgements" / f"{beir.name}-{digest}"  # the choice's task: <name>-choose
     if not (split / "negatives.json").is_file():
-        negatives = mined_negatives(judgements, miner, seed) if hard_negatives else {}
+        if hard_negatives and miner is None:
+            raise ValueError("hard negatives are mined by a model: pass miner=")
+        negatives = mined_negatives(judgements, miner, seed) if hard_negatives and miner is not None else {}
         with atomic_folder(split, "judgements", overwrite=True) as tmp:
             (tmp / "negatives.json").write_text(json.dumps(negatives) + "\n", encoding="utf-8")
             if judgements.choose:
@@ -171,7 +179,7 @@ def training_rows(judgements: Judgements, negatives: dict[str, int] | None) -> l
     return rows
 
 
-def mined_negatives(judgements: Judgements, miner, seed: int) -> dict[str, int]:
+def mined_negatives(judgements: Judgements, miner: Embedder, seed: int) -> dict[str, int]:
     """Each fit query's negative (a corpus row), mined by ``miner`` under ``MINING``: every judged relevant
     document of the query is excluded, not only a pair's (other splits' judgements are not read: the report
     stays unread). A query with no candidate that passes gets a random document it is not judged relevant

@@ -35,15 +35,15 @@ RUN_KINDS = {
 }
 
 
-def load_run_recipe(kind: str, path: str | Path, overrides: list[str] | None = None):
+def load_run_recipe(kind: str, path: str | Path, overrides: list[str] | None = None) -> Any:
     return RUN_KINDS[kind].load(path, overrides)
 
 
-def run(kind: str, config):
+def run(kind: str, config: Any) -> Any:
     return RUN_KINDS[kind].run(config)
 
 
-def summary(kind: str, result) -> str:
+def summary(kind: str, result: Any) -> str:
     return RUN_KINDS[kind].summarize(result)
 
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from sentcl.atomic_write import atomic_file
 from sentcl.config import ConfigError
 from sentcl.finite_json import dumps, finite
+
+if TYPE_CHECKING:
+    from sentcl.training.trackers import Trackers
 
 
 class MetricsLog:
@@ -18,7 +21,13 @@ class MetricsLog:
     replace the file atomically, so a kill at any moment leaves either the old history or the kept one,
     never an empty or truncated file. A torn last line (a kill in the middle of a write) is dropped."""
 
-    def __init__(self, path: Path, resume_step: int | None = None, enabled: bool = True, trackers=None):
+    def __init__(
+        self,
+        path: Path,
+        resume_step: int | None = None,
+        enabled: bool = True,
+        trackers: Trackers | None = None,
+    ):
         self.records: list[dict[str, Any]] = []
         self.trackers = trackers if enabled else None  # training.report_to: every record goes there too
         if not enabled:  # a rank other than 0 keeps records in memory only
@@ -54,7 +63,7 @@ class MetricsLog:
             self.trackers.close()
 
 
-def _open_no_follow(path: Path, flag: int):
+def _open_no_follow(path: Path, flag: int) -> TextIO:
     """Open for writing without following a symbolic link (a link put there would make the run write a file
     outside its folder): ELOOP becomes one clear error."""
     try:

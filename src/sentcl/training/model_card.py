@@ -80,7 +80,7 @@ def add_evaluation(folder: str | Path, results: dict[str, Any], source: str) -> 
     return write_model_card(folder, data)
 
 
-def _number(value) -> str:
+def _number(value: object) -> str:
     return f"{value:.2f}" if isinstance(value, (int, float)) else str(value)
 
 

@@ -36,5 +36,10 @@ def build_optimizer(model: nn.Module, learning_rate: float, weight_decay: float)
         return torch.optim.AdamW(param_groups, lr=learning_rate, foreach=True)
 
 
-def build_scheduler(optimizer: torch.optim.Optimizer, warmup_steps: int, total_steps: int):
-    return get_linear_schedule_with_warmup(optimizer, warmup_steps, total_steps)
+def build_scheduler(
+    optimizer: torch.optim.Optimizer, warmup_steps: int, total_steps: int
+) -> torch.optim.lr_scheduler.LRScheduler:
+    scheduler: torch.optim.lr_scheduler.LRScheduler = get_linear_schedule_with_warmup(
+        optimizer, warmup_steps, total_steps
+    )
+    return scheduler

@@ -191,7 +191,7 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None) -> TrainCo
         raise ConfigError(f"{path}: {exc}") from None
 
 
-def replace_training(config, **changes: Any):
+def replace_training(config: Any, **changes: Any) -> Any:
     """``config`` (a recipe of either kind: training or pre-training) with its ``training:`` section
     changed; training/kinds.py re-exports it beside the one recipe loader."""
     return dataclasses.replace(config, training=dataclasses.replace(config.training, **changes))

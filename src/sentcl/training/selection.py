@@ -24,6 +24,7 @@ is unchanged. The objective's own state (MoCo's queue and key encoder) is restor
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -32,6 +33,11 @@ from sentcl.analysis.alignment_uniformity import alignment, uniformity
 from sentcl.config import ConfigError
 from sentcl.data import ContrastiveDataset, Records
 from sentcl.data.collate import collate_views, tokenize_texts
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from sentcl.model import TrainableEncoder
 
 SELECT_BY = ("stsb-dev", "align_uniform", "loss")
 HOLDOUT_SEED = 0
@@ -86,7 +92,7 @@ class HeldOutProbe:
     """The label-free measurements of a model at one moment, on held-out training examples:
     ``heldout_align``, ``heldout_uniform``, ``heldout_align_uniform`` and ``heldout_loss``."""
 
-    def __init__(self, dataset: ContrastiveDataset, tokenizer, batch_size: int, max_length: int):
+    def __init__(self, dataset: ContrastiveDataset, tokenizer: Any, batch_size: int, max_length: int):
         self.dataset = dataset
         self.batch_size = batch_size
         # ℓ_uniform runs over distinct pairs: each distinct first-column text once (NLI premises repeat)
@@ -98,20 +104,20 @@ class HeldOutProbe:
         self.sentences = tokenize_texts(tokenizer, texts, max_length, desc="tokenising held-out")
         self.pad_token_id = dataset.pad_token_id
 
-    def sentence_batches(self, device: torch.device):
+    def sentence_batches(self, device: torch.device) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         for start in range(0, len(self.sentences), self.batch_size):
             rows = range(start, min(start + self.batch_size, len(self.sentences)))
             batch = collate_views([(i, [self.sentences[i]]) for i in rows], self.pad_token_id).to(device)
             yield batch.input_ids[:, 0], batch.attention_mask[:, 0]
 
-    def embed(self, encoder, device: torch.device, dropout: bool) -> np.ndarray:
+    def embed(self, encoder: TrainableEncoder, device: torch.device, dropout: bool) -> np.ndarray:
         encoder.train(dropout)
         parts = [
             encoder.encode_tokens(ids, mask).float().cpu() for ids, mask in self.sentence_batches(device)
         ]
         return torch.cat(parts).numpy()
 
-    def loss(self, objective, device: torch.device) -> float:
+    def loss(self, objective: torch.nn.Module, device: torch.device) -> float:
         """The objective's loss over the held-out examples in a fixed order, in batches of the training
         batch size, averaged per example; the objective's non-trained state is restored afterwards."""
         kept = {
@@ -134,7 +140,9 @@ class HeldOutProbe:
         return total / count
 
     @torch.no_grad()
-    def __call__(self, objective, encoder, device: torch.device) -> dict[str, float]:
+    def __call__(
+        self, objective: torch.nn.Module, encoder: TrainableEncoder, device: torch.device
+    ) -> dict[str, float]:
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
             torch.manual_seed(PROBE_SEED)
             first = self.embed(encoder, device, dropout=True)

@@ -199,7 +199,7 @@ def run_steps(loop, steps: Steps, context, device: torch.device, output_dir: Pat
                 progress.update(1)
                 at_end = state.step == plan.total_steps
                 if state.step % loop.logging_steps == 0 or at_end:
-                    means = window.flush(log, state.step, scheduler.get_last_lr()[0])
+                    means = window.flush(log, state.step, float(scheduler.get_last_lr()[0]))
                     progress.set_description(f"{steps.name} loss {means['loss']:.3g}")
                 evaluates = bool(loop.eval_steps) and (state.step % loop.eval_steps == 0 or at_end)
                 if evaluates or at_end:  # before anything is evaluated or saved

@@ -75,7 +75,7 @@ class Trackers:
             self.writers.append((name, getattr(self, f"_open_{name}")(Path(output_dir), config, resume)))
 
     @staticmethod
-    def _open_tensorboard(output_dir: Path, config: dict[str, Any], resume: bool):
+    def _open_tensorboard(output_dir: Path, config: dict[str, Any], resume: bool) -> Any:
         import yaml
         from torch.utils.tensorboard import SummaryWriter
 
@@ -85,7 +85,7 @@ class Trackers:
         return writer
 
     @staticmethod
-    def _open_wandb(output_dir: Path, config: dict[str, Any], resume: bool):
+    def _open_wandb(output_dir: Path, config: dict[str, Any], resume: bool) -> Any:
         import wandb
 
         mode = os.environ.get("WANDB_MODE") or ("online" if os.environ.get("WANDB_API_KEY") else "offline")
@@ -94,7 +94,7 @@ class Trackers:
         return wandb.init(project="sentcl", name=name, dir=str(output_dir), config=config, mode=mode)  # type: ignore[arg-type]  # WANDB_MODE as wandb reads it
 
     @staticmethod
-    def _open_mlflow(output_dir: Path, config: dict[str, Any], resume: bool):
+    def _open_mlflow(output_dir: Path, config: dict[str, Any], resume: bool) -> Any:
         import mlflow
 
         if not os.environ.get("MLFLOW_TRACKING_URI"):

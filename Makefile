@@ -44,7 +44,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests benchmarks scripts
 	$(BIN)/lint-imports
 	$(BIN)/mypy src/sentcl src/sentcl_reproduction
-	$(BIN)/mypy --strict src/sentcl/objectives
+	$(BIN)/mypy --strict src/sentcl/objectives src/sentcl/training
 
 $(CHROMIUM):
 	$(SUDO) apt-get update -qq

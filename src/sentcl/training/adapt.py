@@ -16,7 +16,7 @@ import json
 import logging
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -40,6 +40,9 @@ from sentcl.training.contrastive import train
 from sentcl.training.judgements import Judgements, judgements_for, stage_data
 from sentcl.training.recipe import recipe_from_dict
 from sentcl.training.run import FIRST_STAGE, check_output_dir
+
+if TYPE_CHECKING:
+    from sentcl.training.contrastive import TrainResult
 
 logger = logging.getLogger(__name__)
 
@@ -224,7 +227,9 @@ def adapt(request: AdaptRequest) -> AdaptResult:
     return result
 
 
-def train_stage(request: AdaptRequest, start, judgements: Judgements | None, choose_from: Path | None = None):
+def train_stage(
+    request: AdaptRequest, start: Any, judgements: Judgements | None, choose_from: Path | None = None
+) -> TrainResult:
     """One ``sentcl train`` run of ``request`` from ``start`` (loaded); the supervised stage's rows made (and
     its negatives mined by ``start``) first. ``choose_from``: a data folder whose choose split chooses."""
     judged = choose_from
@@ -241,7 +246,7 @@ def train_stage(request: AdaptRequest, start, judgements: Judgements | None, cho
     return train(config)
 
 
-def two_stages(request: AdaptRequest, start, judgements: Judgements | None):
+def two_stages(request: AdaptRequest, start: Any, judgements: Judgements | None) -> TrainResult:
     """``method`` into OUTPUT/first-stage, chosen on the same choose split, then the supervised stage from its
     model into OUTPUT (a finished first stage is read back: ``--resume`` continues where it stopped)."""
     output = Path(request.output)
@@ -298,7 +303,8 @@ def report_scores(report: str, source: str, pooler: str | None, dtype: str = "fp
     dtype = precision.decide(precision.canonical(dtype, "--report-dtype", precision.TRAINING), device)
     path = cache_dir() / "adapt-reports" / f"{report_key(encoder, report, dtype, device)}.json"
     if path.is_file():
-        return json.loads(path.read_text(encoding="utf-8"))
+        kept: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        return kept
     evaluator = build_evaluator(Path(), str(report), Options(retrieval=",".join(REPORT_MODES)))
     metrics = evaluator(Batched(for_inference(encoder, dtype, device=str(device)), 64))
     where = describe_machine() + (f"; {detect(device).describe()}" if device.type != "cpu" else "")
@@ -310,7 +316,7 @@ def report_scores(report: str, source: str, pooler: str | None, dtype: str = "fp
     return scores
 
 
-def report_key(encoder, report: str, dtype: str, device: torch.device) -> str:
+def report_key(encoder: Any, report: str, dtype: str, device: torch.device) -> str:
     """What a cached report depends on: the model's weights and pooling, the precision, the judgements'
     bytes, and the kind of device (a GPU's fp32 sums in another order than a CPU's)."""
     parts = [model_key(encoder, False, dtype), sha256_of(qrels_file(Path(report))), REPORT_PROTOCOL]

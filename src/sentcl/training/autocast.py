@@ -28,6 +28,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
@@ -36,6 +37,9 @@ from sentcl import precision
 from sentcl.hardware import Hardware, describe_machine, detect
 from sentcl.model import auto_precision, int8_gate
 from sentcl.training.distributed import DistributedContext
+
+if TYPE_CHECKING:
+    from sentcl.model import TrainableEncoder
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +70,7 @@ class StepRecord:
 
 def choose(
     name: str,
-    encoder,
+    encoder: TrainableEncoder,
     device: torch.device,
     context: DistributedContext,
     sequences: int,
@@ -90,7 +94,13 @@ def choose(
     return chosen, why
 
 
-def _measured(encoder, device, hardware: Hardware, sequences: int, clock) -> tuple[str, str]:
+def _measured(
+    encoder: TrainableEncoder,
+    device: torch.device,
+    hardware: Hardware,
+    sequences: int,
+    clock: Callable[[], float] | None,
+) -> tuple[str, str]:
     ids, mask = probe_batch(encoder, sequences, device)
     key = record_key(encoder, device, hardware, list(ids.shape))
     path = auto_precision.record_path(f"train-{key}")
@@ -109,7 +119,9 @@ def _measured(encoder, device, hardware: Hardware, sequences: int, clock) -> tup
     return record.chosen, record.describe()
 
 
-def probe_batch(encoder, sequences: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+def probe_batch(
+    encoder: TrainableEncoder, sequences: int, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``sequences`` of auto_precision's probe texts as the run's encoder tokenises them."""
     texts = auto_precision.probe_texts(max(sequences, 1))
     tokens = encoder.tokenizer(
@@ -118,7 +130,7 @@ def probe_batch(encoder, sequences: int, device) -> tuple[torch.Tensor, torch.Te
     return tokens["input_ids"].to(device), tokens["attention_mask"].to(device)
 
 
-def record_key(encoder, device: torch.device, hardware: Hardware, batch: list[int]) -> str:
+def record_key(encoder: TrainableEncoder, device: torch.device, hardware: Hardware, batch: list[int]) -> str:
     """What a step's timing depends on: the encoder's shapes and pooler, the batch, the device, the
     machine."""
     shapes = [(name, list(p.shape), str(p.dtype)) for name, p in encoder.named_parameters()]
@@ -126,7 +138,13 @@ def record_key(encoder, device: torch.device, hardware: Hardware, batch: list[in
     return int8_gate.digest_key([described, auto_precision.machine_key(hardware)])
 
 
-def time_steps(encoder, ids, mask, device, clock=None) -> dict[str, float]:
+def time_steps(
+    encoder: TrainableEncoder,
+    ids: torch.Tensor,
+    mask: torch.Tensor,
+    device: torch.device,
+    clock: Callable[[], float] | None = None,
+) -> dict[str, float]:
     """The median seconds of the encoder's training pass and backward under fp32 and under bf16 autocast;
     nothing of the run changes (no gradient written, the RNGs forked, the mode restored)."""
     parameters = [p for p in encoder.parameters() if p.requires_grad]

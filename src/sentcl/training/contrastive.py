@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -47,6 +47,10 @@ from sentcl.training.run import finish_run, open_run, running, task_evaluator
 from sentcl.training.selection import HeldOutProbe, Selection, hold_out, selection
 from sentcl.training.steps import Steps, run_steps
 
+if TYPE_CHECKING:
+    from sentcl.model import TrainableEncoder
+    from sentcl.training.run import RunStart
+
 logger = logging.getLogger(__name__)
 
 #: bump when the start's evaluation changes meaning, so cached ones are measured again
@@ -78,7 +82,9 @@ def train(
         return _train(config, start, also_measure)
 
 
-def _train(config: TrainConfig, start, also_measure) -> TrainResult:
+def _train(
+    config: TrainConfig, start: RunStart, also_measure: Callable[[CachedEmbedder], dict[str, Any]] | None
+) -> TrainResult:
     loop = config.training
     context, device, output_dir = start.context, start.device, start.output_dir
 
@@ -168,7 +174,7 @@ def _train(config: TrainConfig, start, also_measure) -> TrainResult:
     return result
 
 
-def _hold_out_for_selection(config: TrainConfig, records, world_size: int):
+def _hold_out_for_selection(config: TrainConfig, records: Any, world_size: int) -> tuple[Any, Any]:
     """(the training rows, the held-out rows or None): label-free selection (``training.select_by`` other
     than stsb-dev) holds out examples that never reach training; what it cannot measure is refused before
     any table is built from the data."""
@@ -187,7 +193,9 @@ def _hold_out_for_selection(config: TrainConfig, records, world_size: int):
     return hold_out(records, loop.select_holdout)
 
 
-def _check_encoder_and_data(config: TrainConfig, encoder, dataset, train_file) -> None:
+def _check_encoder_and_data(
+    config: TrainConfig, encoder: TrainableEncoder, dataset: Any, train_file: str
+) -> None:
     """What a static encoder cannot train: dropout copies as views, Child-Tuning's transformer masks."""
     if not getattr(encoder, "has_dropout", True) and dropout_copies(dataset):
         raise ConfigError(
@@ -250,7 +258,8 @@ class Evaluation:
         record = self.start_record() if step == 0 and self.cache_start else None
         if record is not None and record.is_file():
             logger.info("the start's evaluation read from %s", record)
-            return json.loads(record.read_text(encoding="utf-8"))
+            start: dict[str, float] = json.loads(record.read_text(encoding="utf-8"))
+            return start
         self.encoder.with_dtype(self.eval_dtype)  # back to fp32 below
         try:
             metrics = self.evaluator(embedder)
@@ -326,7 +335,7 @@ def summarize(result: TrainResult) -> str:
     return "\n".join(lines)
 
 
-def dropout_copies(dataset) -> bool:
+def dropout_copies(dataset: Any) -> bool:
     """Whether the dataset's views are copies of one column, made different only by dropout."""
     columns = getattr(dataset, "columns", None)
     return isinstance(columns, list) and len(columns) == 1 and getattr(dataset, "n_views", 1) > 1

@@ -46,7 +46,7 @@ def forward_backward(objective: torch.nn.Module, batch: Batch, chunk_size: int =
     if chunk_size <= 0 or chunk_size >= size or not chunkable(objective):
         output: ObjectiveOutput = objective(batch)
         if torch.isfinite(output.loss):
-            output.loss.backward()
+            output.loss.backward()  # type: ignore[no-untyped-call]  # torch's, unannotated
         return output
     assert isinstance(objective, ContrastiveObjective)  # chunkable() said so
     encoder = objective.require_encoder()
@@ -65,12 +65,12 @@ def forward_backward(objective: torch.nn.Module, batch: Batch, chunk_size: int =
     output = objective.embedding_loss(embeddings, batch)  # the whole batch: ids, labels
     if not torch.isfinite(output.loss):
         return output
-    output.loss.backward()  # into the embeddings, and into parameters the loss reaches directly
+    output.loss.backward()  # type: ignore[no-untyped-call]  # into the embeddings and the loss's own parameters
     cached = embeddings.grad
     assert cached is not None  # the loss reached the embeddings (a finite loss of them)
     end_state = _rng_state(device)
     for chunk, state in zip(chunks, states, strict=True):
         _set_rng_state(state, device)
-        part(chunk).backward(cached[chunk])
+        part(chunk).backward(cached[chunk])  # type: ignore[no-untyped-call]
     _set_rng_state(end_state, device)
     return output

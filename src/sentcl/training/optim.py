@@ -39,7 +39,7 @@ def build_optimizer(model: nn.Module, learning_rate: float, weight_decay: float)
 def build_scheduler(
     optimizer: torch.optim.Optimizer, warmup_steps: int, total_steps: int
 ) -> torch.optim.lr_scheduler.LRScheduler:
-    scheduler: torch.optim.lr_scheduler.LRScheduler = get_linear_schedule_with_warmup(
+    scheduler: torch.optim.lr_scheduler.LRScheduler = get_linear_schedule_with_warmup(  # type: ignore[no-untyped-call]
         optimizer, warmup_steps, total_steps
     )
     return scheduler

@@ -29,7 +29,7 @@ import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer
@@ -50,6 +50,9 @@ from sentcl.training.model_card import write_pretrained_card
 from sentcl.training.recipe import RunConfig
 from sentcl.training.run import finish_run, open_run, running, task_evaluator
 from sentcl.training.steps import Steps, autocast_context, run_steps
+
+if TYPE_CHECKING:
+    from sentcl.training.run import RunStart
 
 logger = logging.getLogger(__name__)
 
@@ -163,7 +166,7 @@ def load_pretrain_recipe(path: str | Path, overrides: list[str] | None = None) -
 
 
 # ------------------------------------------------------------------------------------------ model
-def build_mlm_model(config: PretrainModelConfig, seed: int):
+def build_mlm_model(config: PretrainModelConfig, seed: int) -> tuple[Any, Any]:
     """(AutoModelForMaskedLM, tokenizer): fresh from ``architecture`` or loaded from ``name_or_path``."""
     if config.name_or_path:
         source = resolve_model_path(config.name_or_path)
@@ -207,7 +210,7 @@ def build_mlm_model(config: PretrainModelConfig, seed: int):
     try:
         model_config = AutoConfig.for_model(model_type, **settings)
         torch.manual_seed(seed)
-        model = AutoModelForMaskedLM.from_config(model_config)
+        model = AutoModelForMaskedLM.from_config(model_config)  # type: ignore[no-untyped-call]
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"model.architecture: {exc}") from None
     return model, tokenizer
@@ -230,7 +233,9 @@ def start_sentence_settings(name_or_path: str) -> dict[str, Any] | None:
         raise ModelLoadError(str(exc)) from None
 
 
-def save_mlm_model(model, tokenizer, folder: Path, sentence_settings: dict[str, Any] | None = None) -> Path:
+def save_mlm_model(
+    model: Any, tokenizer: Any, folder: Path, sentence_settings: dict[str, Any] | None = None
+) -> Path:
     with atomic_folder(folder, "model", overwrite=True) as tmp:  # inside the run folder, checked
         model.save_pretrained(str(tmp))
         tokenizer.save_pretrained(str(tmp))
@@ -276,7 +281,7 @@ def pretrain(config: PretrainConfig) -> PretrainResult:
         return _pretrain(config, start)
 
 
-def _pretrain(config: PretrainConfig, start) -> PretrainResult:
+def _pretrain(config: PretrainConfig, start: RunStart) -> PretrainResult:
     loop = config.training
     context, device, output_dir = start.context, start.device, start.output_dir
 

@@ -21,7 +21,7 @@ import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import torch
 import yaml
@@ -38,6 +38,9 @@ from sentcl.hardware import give_back_memory
 from sentcl.training import distributed
 from sentcl.training.distributed import DistributedContext
 from sentcl.training.trackers import TRACKER_FOLDERS, check_trackers
+
+if TYPE_CHECKING:
+    from sentcl.training.recipe import RunConfig
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +72,7 @@ RESUME_MAY_CHANGE = {
 }  # fmt: skip
 
 
-def begin(loop, torchrun: bool = True) -> RunStart:
+def begin(loop: RunConfig, torchrun: bool = True) -> RunStart:
     """The checks every run makes before reading its inputs: the processes (``torchrun``: whether it may run
     in several), the output folder and its lock (another run writing there is refused), the seed and the
     device. Writes nothing but the lock."""
@@ -100,7 +103,7 @@ def begin(loop, torchrun: bool = True) -> RunStart:
 
 
 @contextlib.contextmanager
-def running(loop, torchrun: bool = True) -> Iterator[RunStart]:
+def running(loop: RunConfig, torchrun: bool = True) -> Iterator[RunStart]:
     """``begin``, and the folder's lock released when the run ends, however it ends (a library caller runs
     several in one process: ``--seeds``, the reproduction)."""
     start = begin(loop, torchrun)
@@ -146,7 +149,10 @@ def acquire_lock(folder: Path) -> IO[str]:
 
 
 def open_run(
-    start: RunStart, loop, recipe: dict[str, Any], read_recipe: Callable[[Path], dict[str, Any]] | None = None
+    start: RunStart,
+    loop: RunConfig,
+    recipe: dict[str, Any],
+    read_recipe: Callable[[Path], dict[str, Any]] | None = None,
 ) -> None:
     """Once every input is checked: the trackers' installs, then the folder and its config.yaml (rank 0).
     A resumed run must be the run it resumes: its recipe (``read_recipe`` reads the folder's config.yaml
@@ -206,7 +212,7 @@ def finish_run(start: RunStart, summary: dict[str, Any]) -> None:
             finite_json.dump(summary, handle, indent=2)
 
 
-def task_evaluator(loop) -> tuple[Evaluator, Path]:
+def task_evaluator(loop: RunConfig) -> tuple[Evaluator, Path]:
     """``training.eval_task`` — any task of the registry (evaluation/tasks.py) whose primary metric then
     chooses the kept model — on ``training.eval_data_dir`` (or $SENTCL_DATA, or the download cache),
     refused before training when its files are missing."""

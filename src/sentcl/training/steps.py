@@ -8,13 +8,14 @@ dropout masks and updates an uninterrupted run would have seen. Under torchrun s
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from tqdm.auto import tqdm
@@ -30,15 +31,25 @@ from sentcl.training.gradcache import forward_backward
 from sentcl.training.guards import UNTOUCHED, TrainingError, require_finite_weights
 from sentcl.training.metrics_log import MetricsLog
 from sentcl.training.optim import build_optimizer, build_scheduler
+from sentcl.training.recipe import LoopConfig
 from sentcl.training.trackers import Trackers
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from sentcl.data.collate import Batch
+    from sentcl.objectives import ObjectiveOutput
+    from sentcl.training.distributed import DistributedContext
+    from sentcl.training.recipe import RunConfig
 
 logger = logging.getLogger(__name__)
 
 
-def autocast_context(name: str, device: torch.device):
+def autocast_context(name: str, device: torch.device) -> contextlib.AbstractContextManager[Any]:
     """A run's chosen precision (``fp32`` | ``bf16``, see ``Steps.autocast``) as a context for the forward
     passes."""
-    return precision.autocast(name, device)
+    context: contextlib.AbstractContextManager[Any] = precision.autocast(name, device)
+    return context
 
 
 def check_world_size(state: LoopState, world_size: int, where: Path) -> None:
@@ -54,7 +65,9 @@ def check_world_size(state: LoopState, world_size: int, where: Path) -> None:
         )
 
 
-def decide_autocast(loop, steps: Steps, state: LoopState, context, device: torch.device) -> str:
+def decide_autocast(
+    loop: RunConfig, steps: Steps, state: LoopState, context: DistributedContext, device: torch.device
+) -> str:
     """``training.autocast`` as this run computes: the checkpoint's choice on resume (a resumed run computes
     as it started), else decided now (``auto``: the faster step measured here, training/autocast.py) and
     kept in the state, so every checkpoint carries it."""
@@ -105,8 +118,16 @@ class Outcome:
 
 
 def _starting_state(
-    loop, steps: Steps, context, device, output_dir: Path, resume: bool, optimizer, scheduler, order
-):
+    loop: RunConfig,
+    steps: Steps,
+    context: DistributedContext,
+    device: torch.device,
+    output_dir: Path,
+    resume: bool,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    order: BatchOrder,
+) -> LoopState:
     """Where the run starts: the checkpoint's state (and its epoch's data order) on ``resume``; else step 0,
     after Child-Tuning_D's estimate of the Fisher information where the run uses it."""
     if resume:
@@ -117,6 +138,7 @@ def _starting_state(
         logger.info("resumed from %s at step %d", output_dir / "checkpoint", state.step)
         return state
     if steps.child is not None and steps.child.config.mode == "D":
+        assert isinstance(loop, LoopConfig)  # Child-Tuning is a training recipe's (training.child_tuning)
         steps.trained.train()  # with dropout, as in training
         steps.child.estimate_fisher(
             fisher_batches(steps.dataset, loop, context, device),
@@ -128,7 +150,14 @@ def _starting_state(
     return LoopState()
 
 
-def run_steps(loop, steps: Steps, context, device: torch.device, output_dir: Path, resume: bool) -> Outcome:
+def run_steps(
+    loop: RunConfig,
+    steps: Steps,
+    context: DistributedContext,
+    device: torch.device,
+    output_dir: Path,
+    resume: bool,
+) -> Outcome:
     """Data order → forward/backward → AdamW step, with logging, evaluation and checkpoints; exact resume
     from ``output_dir/checkpoint``. Read top to bottom: the schedule, the optimiser, where the run starts
     (a checkpoint, or Child-Tuning_D's estimate), the logs, then the loop, one phase per line."""
@@ -171,7 +200,8 @@ def run_steps(loop, steps: Steps, context, device: torch.device, output_dir: Pat
         if note:
             progress.set_postfix_str(note)
         objective.train()
-        return record["eval"]
+        metrics: dict[str, float] = record["eval"]
+        return metrics
 
     last = None
     if evaluate is not None and steps.eval_at_start and state.step == 0:
@@ -233,7 +263,7 @@ class Schedule:
     warmup: int
 
     @classmethod
-    def of(cls, loop, examples: int, context, drop_last: bool) -> Schedule:
+    def of(cls, loop: RunConfig, examples: int, context: DistributedContext, drop_last: bool) -> Schedule:
         whole, short = divmod(examples, loop.batch_size)
         if short and not drop_last:
             # Under torchrun each rank takes an equal slice (data/collate.py: rank_slice): the short last
@@ -257,14 +287,21 @@ class BatchOrder:
     """The data order: one seeded permutation per epoch (grouped by length where asked), drawn from one
     generator whose state a checkpoint keeps; a streamed dataset orders itself by (seed, epoch, block)."""
 
-    def __init__(self, dataset, loop, context, batches_per_epoch: int, by_length: bool):
+    def __init__(
+        self,
+        dataset: Any,
+        loop: RunConfig,
+        context: DistributedContext,
+        batches_per_epoch: int,
+        by_length: bool,
+    ):
         self.dataset, self.loop, self.context = dataset, loop, context
         self.batches_per_epoch = batches_per_epoch
         self.generator = torch.Generator().manual_seed(loop.seed)
         self.streaming = isinstance(dataset, StreamingDataset)
         self.lengths = dataset.lengths() if by_length else None
 
-    def epoch(self, state: LoopState):
+    def epoch(self, state: LoopState) -> Iterator[Batch]:
         """This rank's slice of every global batch of the current epoch from ``state.batch_in_epoch`` on."""
         loop, context, start = self.loop, self.context, state.batch_in_epoch
         if self.streaming:  # (drop_last: the epoch's short last batch is left out, as below)
@@ -282,7 +319,18 @@ class BatchOrder:
             yield self.dataset.collate([self.dataset[int(i)] for i in indices])
 
 
-def update(output, batch, dataset, trained, optimizer, scheduler, loop, child, context, state) -> None:
+def update(
+    output: ObjectiveOutput,
+    batch: Batch,
+    dataset: Any,
+    trained: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    loop: RunConfig,
+    child: ChildTuning | None,
+    context: DistributedContext,
+    state: LoopState,
+) -> None:
     """One optimiser step on the gradients ``forward_backward`` left: refused on a non-finite loss (nothing
     updated), averaged over ranks, clipped, masked by Child-Tuning, applied, and the schedule advanced."""
     if not torch.isfinite(output.loss):
@@ -318,7 +366,7 @@ class LossWindow:
         seconds = time.perf_counter() - self.started
         return {"terms": list(self.terms), "tokens": self.tokens, "seconds": seconds}
 
-    def add(self, output, batch, context) -> None:
+    def add(self, output: ObjectiveOutput, batch: Batch, context: DistributedContext) -> None:
         terms = {k: v.item() for k, v in output.terms.items()} | {"loss": output.loss.item()}
         self.terms.append({k: distributed.mean_over_ranks(v, context) for k, v in terms.items()})
         self.tokens += int(batch.attention_mask.sum())  # real (non-padding) tokens, this rank
@@ -332,7 +380,7 @@ class LossWindow:
         return means
 
 
-def require_equal_replicas(trained: torch.nn.Module, context, step: int) -> None:
+def require_equal_replicas(trained: torch.nn.Module, context: DistributedContext, step: int) -> None:
     """Under torchrun: stop (on every rank alike) when the ranks' copies of the model differ."""
     drifted = distributed.check_replicas(trained, context)
     if drifted:
@@ -342,7 +390,9 @@ def require_equal_replicas(trained: torch.nn.Module, context, step: int) -> None
         )
 
 
-def fisher_batches(dataset, loop, context, device):
+def fisher_batches(
+    dataset: Any, loop: LoopConfig, context: DistributedContext, device: torch.device
+) -> Iterator[Batch]:
     """Child-Tuning_D's estimation batches: a seeded order apart from the training order; ``fisher_batches:
     0`` goes once over the whole training set (the reference's estimate), one batch at a time."""
     permutation = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(loop.seed + 1))

@@ -756,7 +756,8 @@ def answers_then_hangs():
             self.send_header("Content-Length", "0")
             self.end_headers()
 
-        do_GET = do_HEAD
+        def do_GET(self):
+            self.do_HEAD()
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -37,6 +37,8 @@ from sentcl_reproduction.domain_student import TIMED_DOCUMENTS, documents_per_se
 logger = logging.getLogger(__name__)
 
 ALL = "all"
+#: a static student is a table lookup and a mean: it is reported (and runs) in fp32 on every machine
+STATIC_DTYPE = "fp32"
 
 
 @dataclass
@@ -204,8 +206,8 @@ def write_report(curve: Curve, rows: list[Row], missing: list[str]) -> None:
     for row in (r for r in rows if r.kind == "student"):
         speed = row.reports[0]["speed"]
         lines += ["", f"Documents/s encoding {speed['documents']} of the domain's documents on "
-                  f"{speed['machine']} (median of 3, --dtype {curve.settings.get('report_dtype', 'fp32')}): "
-                  f"the start "
+                  f"{speed['machine']} (median of 3, --dtype {curve.settings.get('report_dtype', 'fp32')}; "
+                  f"the student's test report in {STATIC_DTYPE}): the start "
                   f"{speed['start']:,.1f}, the {row.name} {speed['student']:,.1f} "
                   f"({speed['student'] / speed['start']:,.0f}×)."]  # fmt: skip
     lines += ["", *verdicts(rows, bootstrap)]
@@ -336,7 +338,7 @@ def students(curve: Curve, rows: list[Row], train: list[int], missing: list[str]
         else:
             missing.append(f"{name} seed {seed}")
             continue
-        scores = report_scores(curve.report_qrels, model, None, dtype)
+        scores = report_scores(curve.report_qrels, model, None, STATIC_DTYPE)
         reports.append({"task": scores["task"], "metrics": {"adapted": scores["metrics"]},
                         "per_query": {"adapted": scores["per_query"]},
                         "measured_on": {"adapted": scores["measured_on"]}, "model": model})  # fmt: skip

@@ -255,7 +255,7 @@ def student_verdicts(rows: list[Row], bootstrap: MeanBootstrap) -> list[str]:
         d = bootstrap.compare(f"{row.name} hybrid", "start")
         teacher = bootstrap.compare(row.name, row.teacher) if row.teacher else None
         lines.append(
-            f"- the {row.name}'s hybrid with BM25 reaches the start's dense search: {d}, {verdict(d)}; "
+            f"- the hybrid of BM25 and the {row.name} reaches the start's dense search: {d}, {verdict(d)}; "
             f"the student − its teacher: {teacher}, {verdict(teacher) if teacher else ''}"
         )
     return lines

@@ -26,6 +26,7 @@ import re
 import shutil
 import threading
 from pathlib import Path
+from typing import Any
 
 from sentcl.errors import UserError
 
@@ -81,10 +82,9 @@ def bound_hub_waits() -> None:
     with _bound_lock:
         if _bounded_with == seconds:
             return
-        import httpx2
         from huggingface_hub.utils import _http
 
-        def client() -> httpx2.Client:
+        def client() -> Any:
             made = _http.default_client_factory()
             bounded = _bounded_transport()
             made._transport = bounded(made._transport, seconds)
@@ -102,14 +102,17 @@ def bound_hub_waits() -> None:
 def _bounded_transport():
     """An httpx transport that lets every wait of a request (connect, answer, each read of the body) last
     ``seconds`` at most, whatever timeout the caller asked for, and turns a timeout into HubTimeoutError;
-    its responses' bodies do the same. Made lazily: httpx is imported only where the hub is reached."""
-    import httpx2
+    its responses' bodies do the same. Made lazily, on the httpx huggingface_hub itself uses (``httpx`` in
+    its 1.x, ``httpx2`` in 2.x), imported only where the hub is reached."""
+    from huggingface_hub.utils import _http
 
-    class BoundedTransport(httpx2.BaseTransport):
-        def __init__(self, inner: httpx2.BaseTransport, seconds: float):
+    httpx: Any = getattr(_http, "httpx2", None) or getattr(_http, "httpx")  # noqa: B009  # 1.x's name
+
+    class BoundedTransport(httpx.BaseTransport):
+        def __init__(self, inner: Any, seconds: float):
             self.inner, self.seconds = inner, seconds
 
-        def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        def handle_request(self, request: Any) -> Any:
             request.extensions["timeout"] = dict.fromkeys(("connect", "read", "write", "pool"), self.seconds)
             try:
                 response = self.inner.handle_request(request)
@@ -118,7 +121,7 @@ def _bounded_transport():
             response.stream = BoundedStream(response.stream, self, request)
             return response
 
-        def silence(self, request: httpx2.Request) -> HubTimeoutError:
+        def silence(self, request: Any) -> HubTimeoutError:
             where = f"{request.url.scheme}://{request.url.netloc.decode()}"
             said = f"did not answer in {self.seconds:g} s (SENTCL_HUB_TIMEOUT)"
             return HubTimeoutError(f"{request.url.path}: the server at {where} {said}")
@@ -126,10 +129,10 @@ def _bounded_transport():
         def close(self) -> None:
             self.inner.close()
 
-    class BoundedStream(httpx2.SyncByteStream):
+    class BoundedStream(httpx.SyncByteStream):
         """A response body whose reads end in HubTimeoutError when the server falls silent."""
 
-        def __init__(self, inner, transport: BoundedTransport, request: httpx2.Request):
+        def __init__(self, inner: Any, transport: BoundedTransport, request: Any):
             self.inner, self.transport, self.request = inner, transport, request
 
         def __iter__(self):

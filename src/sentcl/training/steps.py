@@ -210,9 +210,7 @@ def run_steps(
     amp = autocast_context(steps.autocast, device)
 
     # the loop
-    # its clock starts here: a log line's seconds count training, not evaluation; a resumed run continues the
-    # window its checkpoint was saved in
-    window = LossWindow(state.window)
+    window = LossWindow(state.window)  # training's clock from here (not evaluation's); a resume's window kept
     try:
         while state.step < plan.total_steps:
             epoch_order_state = order.generator.get_state()  # what a checkpoint of this epoch resumes from

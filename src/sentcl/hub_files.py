@@ -25,6 +25,7 @@ import os
 import re
 import shutil
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -168,24 +169,23 @@ def _answers(url: str, endpoint: str | None, seconds: float) -> bool:
     return answered.wait(seconds)
 
 
+def _causes(exc: BaseException | None, depth: int = 10) -> Iterator[BaseException]:
+    """``exc`` and what it was raised from, nearest first (at most ``depth``)."""
+    while exc is not None and depth > 0:
+        yield exc
+        exc, depth = exc.__cause__ or exc.__context__, depth - 1
+
+
 def silence_in(exc: BaseException | None) -> HubTimeoutError | None:
     """The HubTimeoutError ``exc`` was raised from, where another library (transformers) wrapped it."""
-    seen = 0
-    while exc is not None and seen < 10:
-        if isinstance(exc, HubTimeoutError):
-            return exc
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
-    return None
+    return next((cause for cause in _causes(exc) if isinstance(cause, HubTimeoutError)), None)
 
 
 def _timed_out(exc: BaseException | None) -> bool:
     """Whether ``exc`` (or what it was raised from) is a timeout: the server said nothing."""
-    seen = 0
-    while exc is not None and seen < 10:
-        if isinstance(exc, TimeoutError) or "timeout" in type(exc).__name__.lower():
-            return True
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
-    return False
+    return any(
+        isinstance(cause, TimeoutError) or "timeout" in type(cause).__name__.lower() for cause in _causes(exc)
+    )
 
 
 def cache_dir() -> Path:

@@ -127,7 +127,6 @@ class Row:
     #: "student": a static student of the row ``teacher`` names (not a point of the curve)
     kind: str = "run"
     teacher: str | None = None
-    per_second: float | None = None  # documents/s encoding the domain's documents (students and the start)
 
     def values(self, key: str) -> list[float]:
         return [r["metrics"]["adapted"][f"{r['task']}_{key}"] for r in self.reports]
@@ -348,7 +347,6 @@ def students(curve: Curve, rows: list[Row], train: list[int], missing: list[str]
     row = Row(name, curve.sizes[-1], 1, reports, seeds, kind="student", teacher=teacher.name)
     row.reports[0]["judgements"] = teacher.reports[0].get("judgements", {})
     row.reports[0]["speed"] = speeds(curve, reports[0]["model"], kept / "speed.json", dtype)
-    row.per_second = row.reports[0]["speed"]["student"]
     return [row]
 
 

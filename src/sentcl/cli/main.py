@@ -154,11 +154,13 @@ def environment_failure(exc: BaseException, command: str = "") -> str | None:
     """One line for a failure of the machine rather than of sentcl (a full disk, a permission, a path that
     vanished), or None. Every file sentcl publishes is written to a temporary name first, so what was
     there before is intact and no half-written file is left: the line says so."""
+    from sentcl.hub_files import HubTimeoutError  # here: the CLI's start imports nothing it may not need
+
     chain: BaseException | None = exc
     seen: set[int] = set()
     while chain is not None and id(chain) not in seen:
         seen.add(id(chain))
-        if type(chain).__name__ == "HubTimeoutError":  # a silent hub under another library's wrapping
+        if isinstance(chain, HubTimeoutError):  # a silent hub under another library's wrapping
             return str(chain)
         said = _DISK_FULL.search(str(chain))
         if (isinstance(chain, OSError) and chain.errno in (errno.ENOSPC, errno.EDQUOT)) or said:

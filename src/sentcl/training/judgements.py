@@ -138,9 +138,11 @@ def stage_data(
     digest = hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:16]
     split = cache_dir() / "adapt-judgements" / f"{beir.name}-{digest}"  # the choice's task: <name>-choose
     if not (split / "negatives.json").is_file():
-        if hard_negatives and miner is None:
-            raise ValueError("hard negatives are mined by a model: pass miner=")
-        negatives = mined_negatives(judgements, miner, seed) if hard_negatives and miner is not None else {}
+        negatives: dict[str, int] = {}
+        if hard_negatives:
+            if miner is None:
+                raise ValueError("hard negatives are mined by a model: pass miner=")
+            negatives = mined_negatives(judgements, miner, seed)
         with atomic_folder(split, "judgements", overwrite=True) as tmp:
             (tmp / "negatives.json").write_text(json.dumps(negatives) + "\n", encoding="utf-8")
             if judgements.choose:

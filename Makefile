@@ -25,7 +25,7 @@ CHROMIUM := /usr/bin/chromium
 WORDNET  := /usr/share/wordnet/data.noun
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test test-min lint unit setup clean bench reproduce domain-study domain-study-cpu domain-students judgement-curve
+.PHONY: demo test test-min lint docs docs-check unit setup clean bench reproduce domain-study domain-study-cpu domain-students judgement-curve
 
 setup: $(STAMP)
 
@@ -45,6 +45,18 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/mypy src/sentcl src/sentcl_reproduction
 	$(BIN)/mypy --strict src/sentcl/objectives src/sentcl/training
+	$(MAKE) --no-print-directory docs-check
+
+# The documentation site (mkdocs.yml: guides, methods, the API reference from docstrings, reports). docs-check
+# builds it with --strict: a broken link or anchor, an unresolved API reference or a page of docs/ left out of
+# the navigation fails; `make docs` builds it into site/ and serves it at http://127.0.0.1:8001/.
+export NO_MKDOCS_2_WARNING := 1
+docs-check: $(STAMP)
+	site=$$(mktemp -d) && $(BIN)/mkdocs build --strict --quiet --site-dir $$site; status=$$?; rm -rf $$site; exit $$status
+
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict
+	$(BIN)/mkdocs serve --strict --dev-addr 127.0.0.1:8001
 
 $(CHROMIUM):
 	$(SUDO) apt-get update -qq
@@ -65,7 +77,8 @@ unit: $(STAMP) $(WORDNET)
 # run once, in `make test`: here they would test the same code on the same torch a second time.
 SAME_IN_BOTH := tests/objectives tests/training/test_distributed.py tests/training/test_checkpoint.py \
 	tests/training/test_gradcache.py tests/training/test_child_tuning.py tests/training/test_selection.py \
-	tests/reproduction tests/cli/test_output_consent.py tests/cli/test_docs_commands.py tests/model/test_parallel.py
+	tests/reproduction tests/cli/test_output_consent.py tests/cli/test_docs_commands.py tests/model/test_parallel.py \
+	tests/test_docs_site.py
 MIN := .venv-min
 test-min: $(CHROMIUM) $(WORDNET)
 	rm -rf $(MIN)
@@ -100,18 +113,18 @@ $(PEERS): benchmarks/peers/requirements.lock
 	benchmarks/peers/.venv/bin/pip check
 	touch $@
 
-# The seeds' findings at CPU scale (docs/reproduction.md): makes two MLM encoders, then measures baselines,
+# The seeds' findings at CPU scale (docs/reports/reproduction.md): makes two MLM encoders, then measures baselines,
 # post-processing and every method under one protocol (a search, 3 seeds); stages are cached in runs/reproduce,
 # so a re-run only redoes what changed.
 # the domain study (docs/domain.md): every adaptation method on SciFact, chosen on train, reported on test;
 # resumable (each run is a sentcl adapt folder under runs/domain-study); on a GPU, JOBS=8 trains eight
-# runs at once (docs/domain.md section 5)
+# runs at once (docs/reports/domain.md section 5)
 JOBS ?= 1
 domain-study: $(STAMP)
 	$(BIN)/python -m sentcl_reproduction.domain_study configs/domain/study.yaml --jobs $(JOBS)
 
 # the same study sized for 2 CPU cores (configs/domain/study_cpu.yaml: 100 steps, ICT's passages at 128 tokens,
-# the report in bf16 where native; about 4 h, resumable under runs/domain-study-cpu; docs/domain.md section 5c)
+# the report in bf16 where native; about 4 h, resumable under runs/domain-study-cpu; docs/reports/domain.md section 5c)
 domain-study-cpu: $(STAMP)
 	$(BIN)/python -m sentcl_reproduction.domain_study configs/domain/study_cpu.yaml
 
@@ -123,12 +136,12 @@ judgement-curve: $(STAMP)
 		$(if $(SIZES),--sizes $(SIZES)) $(if $(SEEDS),--seeds $(SEEDS))
 
 # static students of the study's adapted model (chosen on train judgements, or TEACHER=method) and of the
-# start, on SciFact's sentences: their test nDCG@10 and speed (docs/domain.md section 6, made with
+# start, on SciFact's sentences: their test nDCG@10 and speed (docs/reports/domain.md section 6, made with
 # TEACHER=simcse); needs the study's runs of that start
 TEACHER ?=
 domain-students: $(STAMP)
 	$(BIN)/python -m sentcl_reproduction.domain_student configs/domain/study.yaml --start all-MiniLM-L6-v2 \
-		--out docs/domain_students.md $(if $(TEACHER),--teacher $(TEACHER))
+		--out docs/reports/domain_students.md $(if $(TEACHER),--teacher $(TEACHER))
 
 reproduce: $(STAMP) runs/data/ease_redocred.tsv
 	$(BIN)/sentcl reproduce configs/reproduce/cpu.yaml

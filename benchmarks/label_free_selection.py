@@ -39,7 +39,7 @@ from sentcl_reproduction.plan import as_overrides, load_plan
 RULES = {"stsb-dev": ("stsb_dev_spearman", max), "align_uniform": ("heldout_align_uniform", min),
          "loss": ("heldout_loss", min)}  # fmt: skip
 REPRO = Path("runs/reproduce")
-# case: (encoder, method, the setting the reproduction chose: docs/reproduction.md, "The search …")
+# case: (encoder, method, the setting the reproduction chose: docs/reports/reproduction.md, "The search …")
 CASES = {
     "unsup-minilm": ("minilm-mlm", "unsup SimCSE", "cls+mlp", 1e-4),
     "sup-minilm": ("minilm-mlm", "sup SimCSE", "avg", 1e-4),

@@ -1,4 +1,4 @@
-"""``sentcl reproduce``: a reproduction plan (cached stages) and its report, e.g. docs/reproduction.md."""
+"""``sentcl reproduce``: a reproduction plan (cached stages) and its report (docs/reports/reproduction.md)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ NAMES = ("reproduce",)
 def add_parser(commands) -> None:
     p = commands.add_parser(
         "reproduce",
-        help="run a reproduction plan (cached stages) and write its report, e.g. docs/reproduction.md",
+        help="run a reproduction plan (cached stages) and write its report (docs/reports/reproduction.md)",
     )
     p.add_argument("plan", help="YAML plan, e.g. configs/reproduce/cpu.yaml")
     p.add_argument("--data-dir", help=DATA_DIR_HELP)

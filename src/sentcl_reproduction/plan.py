@@ -1,8 +1,8 @@
 """A reproduction plan (YAML): encoders, the rows measured from each, one protocol for every method.
 
     output_dir: runs/reproduce            # cached stages live here
-    report: docs/reproduction.md          # regenerated at the end of every run
-    images: docs/images/reproduction      # the report's figures
+    report: docs/reports/reproduction.md          # regenerated at the end of every run
+    images: docs/reports/images/reproduction      # the report's figures
     intro: configs/reproduce/intro.md     # Markdown put under the title (optional)
     produced_by: make reproduce           # the command named in the report's header
     fit_on: nli                           # post-processors' fitting corpus (nli | task | a file)
@@ -328,8 +328,8 @@ def load_plan(path: str | Path) -> Plan:
     return Plan(
         path=path,
         output_dir=Path(data.get("output_dir", "runs/reproduce")),
-        report=Path(data.get("report", "docs/reproduction.md")),
-        images=Path(data.get("images", "docs/images/reproduction")),
+        report=Path(data.get("report", "docs/reports/reproduction.md")),
+        images=Path(data.get("images", "docs/reports/images/reproduction")),
         title=str(data.get("title", "Reproduction")),
         intro=intro,
         produced_by=str(data.get("produced_by", "make reproduce")),

@@ -210,7 +210,7 @@ def test_a_trained_run_is_reported_when_its_report_is_asked(tmp_path, tiny_model
 def test_two_plans_never_share_a_figure(tmp_path, tiny_model_dir, domain):
     plan = domain_study.Plan.load(write_plan(tmp_path, tiny_model_dir, domain))
     names = set()
-    for report in ("docs/domain_study.md", "docs/domain_study_cpu.md"):
+    for report in ("docs/reports/domain_study.md", "docs/reports/domain_study_cpu.md"):
         plan.report = Path(report)
         names.add(domain_study.figure_name(plan, "all-MiniLM-L6-v2"))
     assert names == {"domain_all-MiniLM-L6-v2.png", "domain_cpu_all-MiniLM-L6-v2.png"}

@@ -3,7 +3,7 @@
 * **BM25**: the ``bm25s`` package (Lù, 2024), its Lucene variant with k1 = 1.5, b = 0.75 (its defaults,
   Elasticsearch's are 1.2 / 0.75), texts lower-cased and cut into tokens of two or more word characters,
   English stop words removed, no stemming (``BM25_SETTINGS``). On SciFact's test queries it gives 66.17
-  nDCG@10 (the BEIR paper's Elasticsearch BM25: 66.5; docs/domain.md).
+  nDCG@10 (the BEIR paper's Elasticsearch BM25: 66.5; docs/reports/domain.md).
 * **Hybrid**: reciprocal rank fusion (Cormack, Clarke & Büttcher, SIGIR 2009) of the dense ranking and BM25's,
   each to ``depth``: score(d) = Σ_r 1 / (k + rank_r(d)), k = 60, ranks from 1; a document absent from one
   ranking gets nothing from it. Fusion by ranks needs no score calibration between the two.

@@ -80,7 +80,7 @@ class AdaptRequest:
     corpus: str
     output: str
     #: the default until the study says otherwise: the one method measured not to hurt a trained model on
-    #: SciFact (docs/domain.md: SimCSE +0.60 test nDCG@10, one seed; TSDAE at this rate took it apart)
+    #: SciFact (docs/reports/domain.md: SimCSE +0.60 test nDCG@10, one seed; TSDAE at this rate took it apart)
     method: str = "simcse"
     #: label-free: 400; supervised: None, one epoch of the fit rows
     steps: int | None = 400

@@ -181,8 +181,8 @@ def build_mlm_model(config: PretrainModelConfig, seed: int) -> tuple[Any, Any]:
             logger.warning(
                 "%s: the checkpoint has no masked-LM head, so a fresh one (random) is trained: until it has "
                 "learned, its gradients reach the encoder as noise, and a high learning rate undoes what the "
-                "encoder knew (docs/domain.md section 5: all-MiniLM-L6-v2's SciFact train nDCG@10 65.24 fell "
-                "to 19.54 in 200 steps at 1e-4, to 55.72 at 2e-5)",
+                "encoder knew (docs/reports/domain.md section 5: all-MiniLM-L6-v2's SciFact train nDCG@10 "
+                "65.24 fell to 19.54 in 200 steps at 1e-4, to 55.72 at 2e-5)",
                 config.name_or_path,
             )
         return model, tokenizer

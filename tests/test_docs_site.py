@@ -5,6 +5,7 @@ reference to a name the package does not have). `make lint` builds the site itse
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -87,3 +88,28 @@ def test_the_strict_build_fails_on_an_api_reference_to_a_missing_name(site: Path
 def test_the_docs_as_they_are_build_strictly(site: Path):
     result = build(site)
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+# How the project was built is told by its commits and issues, not by its pages: a guide says what the project
+# does, a report what was measured (machine, date, commit). These phrases narrate the building.
+NARRATION = re.compile(
+    r"\bthis session\b|\bearlier session\b|\b(first|second|this|that) session\b|\bissues? \d+|\(issue\b|"
+    r"\bthe issue\b|\bissue's\b|\bon main [0-9a-f]{7}|\bReliability (III|IV|V|VI)\b",
+    re.IGNORECASE,
+)
+
+
+@pytest.mark.parametrize("page", sorted(DOCS.rglob("*.md")), ids=lambda p: p.relative_to(DOCS).as_posix())
+def test_no_page_narrates_how_the_project_was_built(page: Path):
+    found = [
+        f"{page.relative_to(ROOT)}:{number}: {match.group(0)!r}"
+        for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), start=1)
+        for match in [NARRATION.search(line)]
+        if match
+    ]
+    assert found == []
+
+
+def test_the_domain_guide_is_a_guide():
+    """The domain guide stays short enough to read: its measurements live in docs/reports/."""
+    assert len((DOCS / "domain.md").read_text(encoding="utf-8").splitlines()) <= 200

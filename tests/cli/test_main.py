@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -267,22 +268,107 @@ def test_a_batch_size_below_one_is_one_line_and_writes_nothing(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt"]
 
 
+DOCUMENTS = [
+    {"_id": "doc-a", "title": "Guitars", "text": "a man plays guitar", "url": "http://a"},
+    {"_id": "doc-b", "title": "Markets", "text": "stocks fell sharply", "url": "http://b"},
+    {"_id": 7, "text": "a woman slices an onion"},  # an integer id, no title, no url
+]
+
+
+def write_documents(path: Path, rows: list[dict]) -> Path:
+    """``rows`` as a BEIR folder (``beir``), JSON lines or Parquet, by the name of ``path``."""
+    if path.suffix == ".parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        columns = sorted({k for row in rows for k in row})
+        pq.write_table(pa.table({c: [str(r[c]) if c in r else None for r in rows] for c in columns}), path)
+        return path
+    if path.suffix == "":
+        path.mkdir()
+        path = path / "corpus.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
 @pytest.mark.parametrize("backend", ["faiss", "lance"])
 @pytest.mark.parametrize("name", ["corpus.jsonl", "corpus.parquet", "beir"])
-def test_index_refuses_documents_it_would_read_as_lines(backend, name, tiny_model_dir, tmp_path, capsys):
-    """A corpus.jsonl was indexed line by line: a hit's text was the raw JSON, braces and keys included."""
+def test_index_reads_documents_and_search_answers_with_their_ids(
+    backend, name, tiny_model_dir, tmp_path, capsys
+):
+    """A corpus.jsonl was indexed line by line: a hit's text was the raw JSON, braces and keys included. Now a
+    document is read as one (its id, its title and text, the fields asked for), and results carry them."""
     if backend == "lance":
         pytest.importorskip("lancedb")
     corpus = tmp_path / name
-    if name == "beir":
-        corpus.mkdir()
-        (corpus / "corpus.jsonl").write_text('{"_id": "d1", "text": "a man plays guitar"}\n')
-    else:
-        corpus.write_text('{"_id": "d1", "title": "Guitars", "text": "a man plays guitar"}\n')
+    write_documents(corpus, DOCUMENTS)
     out = tmp_path / "idx"
-    assert main(["index", str(tiny_model_dir), str(corpus), "--out", str(out), "--backend", backend]) == 2
+    argv = ["index", str(tiny_model_dir), str(corpus), "--out", str(out), "--backend", backend]
+    assert main([*argv, "--field", "title", "--field", "url"]) == 0
+    assert "3 documents" in capsys.readouterr().out or backend == "lance"
+    from sentcl.search import load_index
+
+    index = load_index(out)
+    assert index.has_ids
+    hits = index.search(np.eye(1, 32, dtype=np.float32), top_k=3)[0]
+    by_key = {hit.key: hit for hit in hits}
+    assert set(by_key) == {"doc-a", "doc-b", "7"}
+    assert by_key["doc-a"].text == "Guitars a man plays guitar"  # BEIR's title + text, no JSON
+    assert by_key["doc-a"].fields == {"title": "Guitars", "url": "http://a"}
+    assert by_key["7"].text == "a woman slices an onion" and by_key["7"].fields == {
+        "title": None,
+        "url": None,
+    }
+    capsys.readouterr()
+    assert main(["search", str(out), "someone plays music", "-k", "3"]) == 0
+    printed = capsys.readouterr().out
+    assert "doc-a  Guitars a man plays guitar" in printed and "url: http://a" in printed
+    assert "{" not in printed.replace("{}", "")
+
+
+def test_index_of_documents_with_chosen_fields(tiny_model_dir, tmp_path):
+    corpus = write_documents(tmp_path / "docs.jsonl", [{"pid": "p1", "body": "guitar", "head": "music"}])
+    out = tmp_path / "idx"
+    argv = ["index", str(tiny_model_dir), str(corpus), "--out", str(out)]
+    assert main([*argv, "--id-field", "pid", "--text-field", "head,body"]) == 0
+    from sentcl.search import load_index
+
+    index = load_index(out)
+    assert index.texts == ["music guitar"] and index.documents.ids == ["p1"]
+    assert json.loads((out / "index.json").read_text())["documents"] == {
+        "id": "pid", "text": ["head", "body"], "keep": []
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        ([{"_id": "a", "text": "x"}, {"_id": "a", "text": "y"}], "docs.jsonl:2: the id 'a' again (first at"),
+        ([{"_id": "a", "text": "x"}, {"text": "y"}], "docs.jsonl:2: no id in field '_id' (missing)"),
+        ([{"_id": "a", "title": "", "text": " "}], "docs.jsonl:1: document 'a' has no text"),
+        ([{"_id": "a", "text": 3}], "docs.jsonl:1: document 'a': field 'text' is a int, not text"),
+        ([{"_id": "a", "title": "only a title"}], "docs.jsonl:1: document 'a': field 'text' is missing"),
+    ],
+)  # fmt: skip
+def test_bad_documents_are_one_line_and_nothing_is_written(rows, message, tiny_model_dir, tmp_path, capsys):
+    corpus = write_documents(tmp_path / "docs.jsonl", rows)
+    out = tmp_path / "idx"
+    assert main(["index", str(tiny_model_dir), str(corpus), "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and f"CORPUS {corpus}: sentcl index reads one sentence per line" in err[0]
+    assert len(err) == 1 and message in err[0], err
+    assert not out.exists()
+
+
+def test_index_refuses_a_json_file_and_document_options_with_sentences(tiny_model_dir, tmp_path, capsys):
+    corpus = tmp_path / "corpus.json"
+    corpus.write_text('[{"_id": "d1", "text": "a man plays guitar"}]\n')
+    out = tmp_path / "idx"
+    assert main(["index", str(tiny_model_dir), str(corpus), "--out", str(out)]) == 2
+    assert "a JSON file; sentcl index reads documents as JSON lines" in capsys.readouterr().err
+    sentences = tmp_path / "corpus.txt"
+    sentences.write_text("a man plays guitar\n")
+    assert main(["index", str(tiny_model_dir), str(sentences), "--out", str(out), "--field", "title"]) == 2
+    assert "--field: for a corpus of documents" in capsys.readouterr().err
     assert not out.exists()
 
 

@@ -230,6 +230,35 @@ def test_a_lance_index_is_served_with_each_hits_key(tiny_model_dir, tmp_path):
         process.wait(timeout=30)
 
 
+def test_an_index_of_documents_is_served_with_each_hits_id_and_fields(tiny_model_dir, tmp_path):
+    """Results of a corpus of documents carry the user's ids and the fields kept, in /search and hybrid."""
+    from sentcl.search import SentenceIndex
+    from sentcl.search.index import DocumentRows
+
+    encoder = SentenceEncoder.load(str(tiny_model_dir))
+    ids = [f"doc-{i}" for i in range(len(SENTENCES))]
+    kept = [{"title": f"title {i}", "rank": i} for i in range(len(SENTENCES))]
+    rows = DocumentRows(ids, kept, {"id": "_id", "text": ["title", "text"], "keep": ["title", "rank"]})
+    index = SentenceIndex.of_corpus(encoder, SENTENCES, model=str(tiny_model_dir), documents=rows)
+    index.save(tmp_path / "idx")
+    args = [str(tiny_model_dir), "--index", str(tmp_path / "idx"), "--dtype", "fp32"]
+    process, url = start_server(args, tmp_path / "log")
+    try:
+        query = "a dog runs in the park"
+        body = httpx.post(f"{url}/search", json={"query": query, "top_k": 3}).json()
+        expected = index.query(encoder, query, top_k=3)[0]
+        assert [(h["key"], h["fields"], h["text"]) for h in body["results"][0]] == [
+            (f"doc-{h.id}", {"title": f"title {h.id}", "rank": h.id}, SENTENCES[h.id]) for h in expected
+        ]
+        hybrid = httpx.post(f"{url}/search/hybrid", json={"query": query, "top_k": 2}).json()
+        assert all(
+            h["key"] == f"doc-{h['id']}" and h["fields"]["rank"] == h["id"] for h in hybrid["results"][0]
+        )
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
 def test_pickled_weights_are_refused_when_serving(tiny_model_dir, tmp_path):
     from transformers import AutoModel, AutoTokenizer
 

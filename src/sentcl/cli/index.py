@@ -1,11 +1,12 @@
-"""``sentcl index``: a faiss index of a corpus (one sentence per line) in memory, saved with its texts; or
-with ``--backend lance`` a LanceDB index on disk (IVF-PQ, larger than memory), also from the Parquet shards
-``sentcl encode --engine ray`` writes (``--shards``)."""
+"""``sentcl index``: a faiss index of a corpus in memory, saved with its texts; or with ``--backend lance``
+a LanceDB index on disk (IVF-PQ, larger than memory), also from the Parquet shards ``sentcl encode --engine
+ray`` writes (``--shards``). A corpus is a text file (one sentence a line, known by its line) or documents
+with ids and fields (a BEIR folder, JSON lines, Parquet: sentcl/data/documents.py), whose results carry their
+ids."""
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from sentcl.atomic_write import check_replaceable
 from sentcl.cli.common import (
@@ -17,10 +18,12 @@ from sentcl.cli.common import (
 )
 from sentcl.config import ConfigError
 from sentcl.data import read_sentences
+from sentcl.data.documents import DocumentFields, Documents, is_document_corpus, read_documents
 from sentcl.embedder import Batched
 from sentcl.extras import require
 from sentcl.model import pooler_argument
 from sentcl.search import LanceIndex, SentenceIndex
+from sentcl.search.index import DocumentRows
 from sentcl.search.lance_index import check_sub_vectors
 
 NAMES = ("index",)
@@ -28,10 +31,26 @@ NAMES = ("index",)
 
 def add_parser(commands) -> None:
     p = commands.add_parser(
-        "index", parents=[PICKLES], help="build a faiss index of a corpus (one sentence per line)"
+        "index", parents=[PICKLES], help="build an index of a corpus (sentences, or documents with ids)"
     )
     p.add_argument("model", nargs="?", help="(not with --shards: their encode.json names it)")
-    p.add_argument("corpus", nargs="?")
+    p.add_argument(
+        "corpus", nargs="?",
+        help="a text file (one sentence a line), or documents: a BEIR folder, JSON lines or Parquet",
+    )  # fmt: skip
+    docs = p.add_argument_group(
+        "documents (a BEIR folder, .jsonl, .parquet): what a row's id, text and results are"
+    )
+    docs.add_argument("--id-field", help="the id's field (default _id where the corpus has it, else id)")
+    docs.add_argument(
+        "--text-field", action="append", metavar="FIELD",
+        help="a field of the text encoded, repeatable or comma-separated, joined by a space in order "
+        "(default: title and text, as BEIR)",
+    )  # fmt: skip
+    docs.add_argument(
+        "--field", action="append", metavar="FIELD",
+        help="a field kept with each document and returned with its results (repeatable or comma-separated)",
+    )  # fmt: skip
     p.add_argument("--out", required=True, help="index folder")
     p.add_argument(
         "--kind", default="auto", choices=["auto", "flat", "ivf", "binary", "ivf_pq"],
@@ -66,32 +85,49 @@ def run_command(args: argparse.Namespace) -> int:
         raise ConfigError(f"{'--shards' if args.shards else '--kind ivf_pq'}: for --backend lance")
     if not (args.model and args.corpus):
         raise ConfigError("MODEL and CORPUS are needed (or --backend lance --shards FOLDER)")
-    sentences = corpus_sentences(args.corpus)
-    encoder = inference_encoder(args, texts=len(sentences))
-    index = SentenceIndex.of_corpus(
-        Batched(encoder, args.batch_size, show_progress=True), sentences, kind=args.kind, model=encoder.source
-    )
+    texts, documents = corpus_rows(args)
+    encoder = inference_encoder(args, texts=len(texts))
+    rows = None if documents is None else DocumentRows(documents.ids, kept(documents), documents.fields)
+    embedder = Batched(encoder, args.batch_size, show_progress=True)
+    index = SentenceIndex.of_corpus(embedder, texts, kind=args.kind, model=encoder.source, documents=rows)
     index.rescore_multiplier = args.rescore
     index.save(args.out, overwrite=args.overwrite)
-    print(f"{args.out}: {len(index)} sentences, {index.kind} index, model {index.model}")
+    print(f"{args.out}: {len(index)} {what(documents)}, {index.kind} index, model {index.model}")
     return 0
 
 
-#: corpora of documents (ids and fields) that a one-sentence-per-line reader would take line by line
-DOCUMENT_SUFFIXES = (".jsonl", ".json", ".parquet", ".jsonl.gz", ".json.gz")
+def _names(values: list[str] | None) -> tuple[str, ...]:
+    return tuple(name.strip() for value in values or () for name in value.split(",") if name.strip())
 
 
-def corpus_sentences(path: str) -> list[str]:
-    """The sentences of a one-per-line corpus; a folder (a BEIR collection), JSON lines or Parquet is refused
-    in one line: each raw JSON line, braces and keys included, would be indexed as a text."""
-    name = path.lower()
-    if Path(path).is_dir() or name.endswith(DOCUMENT_SUFFIXES):
+def corpus_rows(args: argparse.Namespace) -> tuple[list[str], Documents | None]:
+    """The texts to encode and, for a corpus of documents, the documents (ids, kept fields); the document
+    options with a text file are refused in one line (they would be silently unused)."""
+    if args.corpus.lower().endswith((".json", ".json.gz")):
         raise ConfigError(
-            f"CORPUS {path}: sentcl index reads one sentence per line (a .txt file); documents with ids "
-            f"and fields (a BEIR folder, JSON lines, Parquet) are not read as documents by it — write their "
-            f"texts one per line (e.g. jq -r '.title + \" \" + .text' corpus.jsonl > corpus.txt)"
+            f"CORPUS {args.corpus}: a JSON file; sentcl index reads documents as JSON lines (.jsonl: one object "
+            f"a line), a BEIR folder or Parquet, and sentences from a text file"
         )
-    return [row[0] for row in read_sentences(path).rows]
+    if is_document_corpus(args.corpus):
+        fields = DocumentFields(args.id_field, _names(args.text_field), _names(args.field))
+        documents = read_documents(args.corpus, fields)
+        return documents.texts, documents
+    named = [o for o, v in (("--id-field", args.id_field), ("--text-field", args.text_field),
+                            ("--field", args.field)) if v]  # fmt: skip
+    if named:
+        raise ConfigError(
+            f"{named[0]}: for a corpus of documents (a BEIR folder, .jsonl, .parquet); {args.corpus} is read "
+            f"one sentence a line"
+        )
+    return [row[0] for row in read_sentences(args.corpus).rows], None
+
+
+def kept(documents: Documents) -> list[dict] | None:
+    return documents.kept if documents.fields.get("keep") else None
+
+
+def what(documents: Documents | None) -> str:
+    return "sentences" if documents is None else "documents"
 
 
 def run_lance(args: argparse.Namespace) -> int:
@@ -112,12 +148,14 @@ def run_lance(args: argparse.Namespace) -> int:
     else:
         if not (args.model and args.corpus):
             raise ConfigError("MODEL and CORPUS are needed (or --shards FOLDER)")
-        sentences = corpus_sentences(args.corpus)
+        texts, documents = corpus_rows(args)
         # --sub-vectors checked against the model's dimension before any text is encoded
         encoder = inference_encoder(
-            args, lambda model: check_sub_vectors(args.sub_vectors, model.dimension), len(sentences)
+            args, lambda model: check_sub_vectors(args.sub_vectors, model.dimension), len(texts)
         )
         embedder = Batched(encoder, args.batch_size, show_progress=True)
-        index = LanceIndex.of_corpus(args.out, embedder, sentences, model=encoder.source, **options)
+        if documents is not None:
+            options |= {"ids": documents.ids, "kept": kept(documents), "documents": documents.fields}
+        index = LanceIndex.of_corpus(args.out, embedder, texts, model=encoder.source, **options)
     print(f"{args.out}: {len(index)} rows, lance {index.kind} index, model {index.model}")
     return 0

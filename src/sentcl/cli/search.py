@@ -1,8 +1,10 @@
-"""``sentcl search``: the nearest corpus sentences of a query, from a folder ``sentcl index`` wrote."""
+"""``sentcl search``: the nearest corpus sentences (or documents: their ids and kept fields too) of a query,
+from a folder ``sentcl index`` wrote."""
 
 from __future__ import annotations
 
 import argparse
+import json
 
 import numpy as np
 
@@ -49,5 +51,11 @@ def run_command(args: argparse.Namespace) -> int:
     for query, hits in zip(args.query, found, strict=True):
         print(f"query: {query}")
         for hit in hits:
-            print(f"  {hit.score:.4f}  {hit.text}")
+            print(
+                f"  {hit.score:.4f}  {hit.text}"
+                if hit.key is None
+                else f"  {hit.score:.4f}  {hit.key}  {hit.text}"
+            )
+            for name, value in (hit.fields or {}).items():
+                print(f"          {name}: {value if isinstance(value, str) else json.dumps(value)}")
     return 0

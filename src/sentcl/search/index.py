@@ -6,8 +6,9 @@
 (IndexBinaryFlat, 32× less than float32): the ``rescore`` × top_k nearest by Hamming distance are rescored
 with the float query against int8 codes of the documents (search/quantization.py), read from a memory-mapped
 file, as sentence-transformers' binary + int8 rescoring recipe. A saved index folder holds the faiss index,
-the corpus texts (one JSON string per line), for ``binary`` the int8 codes and their ranges, and
-``index.json`` (kind, size, dimension, the model that embedded it).
+the corpus texts (one JSON string per line), for ``binary`` the int8 codes and their ranges, for a corpus of
+documents their ids and the fields kept for results (``documents.jsonl``, one ``{"id", "fields"}`` a row), and
+``index.json`` (kind, size, dimension, the model that embedded it, the fields that made the documents).
 The index sees a model only through the :class:`Embedder` protocol (``encode(texts) → vectors``).
 """
 
@@ -17,7 +18,7 @@ import hashlib
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,6 +42,8 @@ NPROBE = 16
 INDEX_FILES = ("index.faiss", "texts.jsonl")
 #: and those of a binary index: the documents' int8 codes and their ranges, for rescoring
 RESCORE_FILES = ("rescore_int8.npy", "rescore_ranges.npy")
+#: and those of a corpus of documents: each row's id and the fields kept for its results
+DOCUMENT_FILES = ("documents.jsonl",)
 KINDS = ("auto", "flat", "ivf", "binary")
 #: how deep each ranking goes before hybrid search fuses them
 HYBRID_DEPTH = 100
@@ -68,7 +71,8 @@ class Hit:
     text: str
     score: float  # cosine similarity
     id: int  # row in the corpus
-    key: str | None = None  # the row's id in its input, where the index keeps one (a lance index)
+    key: str | None = None  # the row's id in its input, where the index keeps one (documents, a lance index)
+    fields: dict | None = None  # the document's fields kept for results (sentcl index --field)
 
 
 def _faiss():
@@ -88,9 +92,14 @@ class SentenceIndex:
     def __init__(
         self, index: faiss.Index, texts: list[str], kind: str, model: str | None = None,
         rescore: tuple[np.ndarray, np.ndarray] | None = None, rescore_multiplier: int = 4,
+        documents: DocumentRows | None = None,
     ):  # fmt: skip
         if index.ntotal != len(texts):
             raise ValueError(f"the index holds {index.ntotal} vectors but {len(texts)} texts were given")
+        if documents is not None and len(documents.ids) != len(texts):
+            raise ValueError(f"{len(documents.ids)} document ids for {len(texts)} texts")
+        #: a corpus of documents: each row's id and kept fields (None: rows are known by their line)
+        self.documents = documents
         if (kind == "binary") != (rescore is not None):
             raise ValueError("a binary index, and only one, has int8 codes to rescore with")
         self.index, self.texts, self.kind, self.model = index, texts, kind, model
@@ -101,7 +110,7 @@ class SentenceIndex:
     @classmethod
     def build(
         cls, embeddings: np.ndarray, texts: list[str], kind: str = "auto", nlist: int | None = None,
-        nprobe: int = NPROBE, model: str | None = None,
+        nprobe: int = NPROBE, model: str | None = None, documents: DocumentRows | None = None,
     ) -> SentenceIndex:  # fmt: skip
         if len(embeddings) != len(texts):
             raise ValueError(f"{len(embeddings)} embeddings for {len(texts)} texts")
@@ -120,7 +129,8 @@ class SentenceIndex:
             index = faiss.IndexBinaryFlat(dim)
             index.add(quantize(vectors, "ubinary"))
             ranges = int8_ranges(vectors)  # the corpus calibrates its own codes
-            return cls(index, list(texts), kind, model, rescore=(quantize(vectors, "int8", ranges), ranges))
+            rescore = (quantize(vectors, "int8", ranges), ranges)
+            return cls(index, list(texts), kind, model, rescore=rescore, documents=documents)
         elif kind == "ivf":
             nlist = nlist or ivf_cells(len(texts))
             index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, nlist, faiss.METRIC_INNER_PRODUCT)
@@ -129,18 +139,34 @@ class SentenceIndex:
         else:
             raise ValueError(f"index kind {kind!r} is not one of {', '.join(KINDS)}")
         index.add(vectors)
-        return cls(index, list(texts), kind, model)
+        return cls(index, list(texts), kind, model, documents=documents)
 
     @classmethod
     def of_corpus(
-        cls, embedder: Embedder, corpus: Sequence[str], kind: str = "auto", model: str | None = None
+        cls,
+        embedder: Embedder,
+        corpus: Sequence[str],
+        kind: str = "auto",
+        model: str | None = None,
+        documents: DocumentRows | None = None,
     ) -> SentenceIndex:
         """Embed ``corpus`` with any :class:`Embedder` and index it; ``model`` is recorded with the index
-        (what ``sentcl search`` reloads)."""
+        (what ``sentcl search`` reloads), ``documents`` the rows' ids and kept fields (results carry them)."""
         corpus = list(corpus)
         vectors = np.asarray(for_role(embedder, DOCUMENT).encode(corpus), dtype=np.float32)  # its prompt
         vectors = require_finite(vectors, corpus, model)
-        return cls.build(vectors, corpus, kind, model=model)
+        return cls.build(vectors, corpus, kind, model=model, documents=documents)
+
+    @property
+    def has_ids(self) -> bool:
+        """Whether its rows are documents known by the user's ids (not sentences known by their line)."""
+        return self.documents is not None
+
+    def hit(self, row: int, score: float) -> Hit:
+        """Row ``row`` as a search result: its text, its score, and its id and fields where it has them."""
+        if self.documents is None:
+            return Hit(self.texts[row], score, row)
+        return Hit(self.texts[row], score, row, self.documents.ids[row], self.documents.kept_of(row))
 
     def query(
         self, embedder: Embedder, queries: str | Sequence[str], top_k: int = 5, threshold: float | None = None
@@ -169,11 +195,7 @@ class SentenceIndex:
             rows[q, : len(hits)] = [hit.id for hit in hits]
         fused, scores = reciprocal_rank_fusion([rows, lexical], width)
         return [
-            [
-                Hit(self.texts[i], float(score), int(i))
-                for i, score in zip(rows_q, scores_q, strict=True)
-                if i >= 0
-            ]
+            [self.hit(int(i), float(score)) for i, score in zip(rows_q, scores_q, strict=True) if i >= 0]
             for rows_q, scores_q in zip(fused[:, :top_k], scores[:, :top_k], strict=True)
         ]
 
@@ -203,11 +225,7 @@ class SentenceIndex:
             scores, ids = self.index.search(_normalize(query_embeddings), min(top_k, len(self)))
         results = []
         for row_scores, row_ids in zip(scores, ids, strict=True):
-            hits = [
-                Hit(self.texts[i], float(s), int(i))
-                for s, i in zip(row_scores, row_ids, strict=True)
-                if i >= 0
-            ]
+            hits = [self.hit(int(i), float(s)) for s, i in zip(row_scores, row_ids, strict=True) if i >= 0]
             results.append([h for h in hits if threshold is None or h.score >= threshold])
         return results
 
@@ -244,6 +262,10 @@ class SentenceIndex:
             if self.rescore is not None:
                 meta["rescore_multiplier"] = self.rescore_multiplier
             names = INDEX_FILES + (RESCORE_FILES if self.rescore is not None else ())
+            if self.documents is not None:
+                self.documents.write(tmp / DOCUMENT_FILES[0])
+                meta["documents"] = self.documents.fields
+                names += DOCUMENT_FILES
             meta["files"] = {name: _fingerprint(tmp / name) for name in names}
             (tmp / "index.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
         return Path(folder)
@@ -266,7 +288,10 @@ class SentenceIndex:
                 f"older version, or a damaged one); build it again with sentcl index"
             ) from None
         binary = meta.get("kind") == "binary"
-        for name in INDEX_FILES + (RESCORE_FILES if binary else ()):
+        has_documents = isinstance(meta.get("documents"), dict)
+        for name in (
+            INDEX_FILES + (RESCORE_FILES if binary else ()) + (DOCUMENT_FILES if has_documents else ())
+        ):
             path = folder / name
             if not path.is_file():
                 raise IndexFolderError(f"{path}: missing")
@@ -288,8 +313,42 @@ class SentenceIndex:
             if codes.shape != (size, dimension) or codes.dtype != np.int8 or ranges.shape != (2, dimension):
                 raise IndexFolderError(f"{folder}: the rescoring codes are not {size} × {dimension} int8")
             rescore = (codes, ranges)
-        if index.ntotal != size or index.d != dimension or len(texts) != size:
-            raise IndexFolderError(f"{folder}: index.json says {size} × {dimension}, the files do not")
-        return cls(
-            index, texts, meta["kind"], meta.get("model"), rescore, int(meta.get("rescore_multiplier", 4))
+        documents = (
+            DocumentRows.read(folder / DOCUMENT_FILES[0], meta["documents"]) if has_documents else None
         )
+        if (
+            index.ntotal != size
+            or index.d != dimension
+            or len(texts) != size
+            or (documents is not None and len(documents.ids) != size)
+        ):
+            raise IndexFolderError(f"{folder}: index.json says {size} × {dimension}, the files do not")
+        multiplier = int(meta.get("rescore_multiplier", 4))
+        return cls(index, texts, meta["kind"], meta.get("model"), rescore, multiplier, documents)
+
+
+@dataclass
+class DocumentRows:
+    """The documents of an index: each row's id (the user's) and the fields kept for its results, and how
+    they were read (``fields``: the id field, the text fields, the kept fields; recorded in index.json)."""
+
+    ids: list[str]
+    kept: list[dict] | None = None
+    fields: dict = field(default_factory=dict)
+
+    def kept_of(self, row: int) -> dict | None:
+        return None if self.kept is None else self.kept[row]
+
+    def write(self, path: Path) -> None:
+        with path.open("w", encoding="utf-8") as handle:
+            for row, key in enumerate(self.ids):
+                handle.write(json.dumps({"id": key, "fields": self.kept_of(row)}, ensure_ascii=False) + "\n")
+
+    @classmethod
+    def read(cls, path: Path, fields: dict) -> DocumentRows:
+        ids, kept = [], []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            ids.append(str(row["id"]))
+            kept.append(row.get("fields"))
+        return cls(ids, kept if any(k is not None for k in kept) else None, fields)

@@ -43,7 +43,8 @@ TABLE = "corpus"
 #: rows per batch when vectors stream into the table
 BATCH_ROWS = 65_536
 
-Batch = tuple[Sequence[str], Sequence[str], np.ndarray]  # ids, texts, vectors [n, D]
+#: ids, texts, vectors [n, D], and for documents with kept fields each row's fields
+Batch = tuple  # (Sequence[str], Sequence[str], np.ndarray[, Sequence[dict]])
 
 
 def _lancedb():
@@ -91,9 +92,12 @@ class LanceIndex:
     def build(
         cls, folder: str | Path, batches: Iterable[Batch], model: str | None = None, kind: str = "auto",
         partitions: int | None = None, sub_vectors: int | None = None, nprobes: int = 20,
-        refine_factor: int = 10, overwrite: bool = False,
+        refine_factor: int = 10, overwrite: bool = False, documents: dict | None = None, keys: str = "ids",
     ) -> LanceIndex:  # fmt: skip
-        """Stream ``batches`` (ids, texts, vectors) into a new index folder (written whole or not at all)."""
+        """Stream ``batches`` (ids, texts, vectors[, kept fields]) into a new index folder (written whole or
+        not at all); ``documents`` says how a corpus of documents was read (index.json records it), and with
+        kept fields each row keeps them as a JSON column that results carry. ``keys``: "ids" where a row's
+        key is the user's (documents, shards), "rows" where it is only its line."""
         if kind not in KINDS:
             raise ValueError(f"index kind {kind!r} is not one of {', '.join(KINDS)}")
         pa = _pyarrow()
@@ -102,10 +106,12 @@ class LanceIndex:
         with atomic_folder(folder, "index", overwrite) as tmp:
             first, rest = _peek(batches)
             dimension = first[2].shape[1]
-            schema = pa.schema([
+            columns = [
                 ("row", pa.int64()), ("key", pa.string()), ("text", pa.string()),
                 ("vector", pa.list_(pa.float32(), dimension)),
-            ])  # fmt: skip
+            ]  # fmt: skip
+            kept = bool(documents and documents.get("keep"))
+            schema = pa.schema(columns + ([("fields", pa.string())] if kept else []))
             counter = {"rows": 0}
             records = _records(pa, schema, chain([first], rest), dimension, counter)
             table = lancedb.connect(str(tmp / "lance")).create_table(TABLE, data=records, schema=schema)
@@ -121,6 +127,9 @@ class LanceIndex:
                 "backend": "lance", "kind": kind, "size": size, "dimension": dimension, "model": model,
                 "nprobes": nprobes, "refine_factor": refine_factor,
             }  # fmt: skip
+            if documents is not None:
+                meta["documents"] = documents
+            meta["keys"] = keys
             if kind == "ivf_pq":
                 meta["partitions"] = partitions or default_partitions(size)
                 meta["sub_vectors"] = sub_vectors or default_sub_vectors(dimension)
@@ -137,21 +146,30 @@ class LanceIndex:
     @classmethod
     def of_corpus(
         cls, folder: str | Path, embedder: Embedder, corpus: Sequence[str], model: str | None = None,
-        batch_rows: int = BATCH_ROWS, **options: Any,
+        batch_rows: int = BATCH_ROWS, ids: Sequence[str] | None = None, kept: Sequence[dict] | None = None,
+        **options: Any,
     ) -> LanceIndex:  # fmt: skip
-        """Embed ``corpus`` (its document prompt) in batches of ``batch_rows`` and index it."""
+        """Embed ``corpus`` (its document prompt) in batches of ``batch_rows`` and index it; a row's key is
+        its id in ``ids`` (the user's documents) or its line, and ``kept`` its fields for results."""
         corpus = list(corpus)
         if not corpus:
             raise ValueError("cannot index an empty corpus")
-        documents = for_role(embedder, DOCUMENT)
+        keys = [str(i) for i in ids] if ids is not None else [str(i) for i in range(len(corpus))]
+        encoder = for_role(embedder, DOCUMENT)
 
         def batches() -> Iterator[Batch]:
             for start in range(0, len(corpus), batch_rows):
-                texts = corpus[start : start + batch_rows]
-                vectors = require_finite(np.asarray(documents.encode(texts), dtype=np.float32), texts, model)
-                yield [str(i) for i in range(start, start + len(texts))], texts, vectors
+                stop = start + batch_rows
+                texts = corpus[start:stop]
+                vectors = require_finite(np.asarray(encoder.encode(texts), dtype=np.float32), texts, model)
+                yield (
+                    keys[start:stop],
+                    texts,
+                    vectors,
+                    *([list(kept[start:stop])] if kept is not None else []),
+                )
 
-        return cls.build(folder, batches(), model=model, **options)
+        return cls.build(folder, batches(), model=model, keys="ids" if ids is not None else "rows", **options)
 
     @classmethod
     def from_shards(cls, shards: str | Path, folder: str | Path, **options: Any) -> LanceIndex:
@@ -217,6 +235,11 @@ class LanceIndex:
         return cls(folder, table, meta)
 
     # ----------------------------------------------------------------------------------------- search
+    @property
+    def has_ids(self) -> bool:
+        """Whether a row's key is the user's id (documents, shards) rather than its line."""
+        return self.meta.get("keys", "ids") != "rows"
+
     def __len__(self) -> int:
         return self.size
 
@@ -243,13 +266,19 @@ class LanceIndex:
                 search = search.nprobes(self.nprobes).refine_factor(self.refine_factor)
             else:
                 search = search.bypass_vector_index()
-            found = search.select(["row", "key", "text"]).limit(min(top_k, self.size)).to_arrow()
+            kept = bool((self.meta.get("documents") or {}).get("keep"))
+            columns = ["row", "key", "text"] + (["fields"] if kept else [])
+            found = search.select(columns).limit(min(top_k, self.size)).to_arrow()
+            fields = (
+                [json.loads(f) for f in found.column("fields").to_pylist()] if kept else [None] * len(found)
+            )
             hits = [
-                Hit(text, 1.0 - float(distance), int(row), key)
-                for row, key, text, distance in zip(
-                    *(found.column(c).to_pylist() for c in ("row", "key", "text", "_distance")), strict=True
+                Hit(text, 1.0 - float(distance), int(row), key, kept_fields)
+                for row, key, text, distance, kept_fields in zip(
+                    *(found.column(c).to_pylist() for c in ("row", "key", "text", "_distance")), fields,
+                    strict=True,
                 )
-            ]
+            ]  # fmt: skip
             results.append([h for h in hits if threshold is None or h.score >= threshold])
         return results
 
@@ -277,7 +306,7 @@ def _peek(batches: Iterable[Batch]) -> tuple[Batch, Iterator[Batch]]:
 
 def _records(pa, schema, batches: Iterator[Batch], dimension: int, counter: dict) -> Iterator[Any]:
     """Record batches for the table: each row's position, key, text and L2-normalised vector."""
-    for ids, texts, vectors in batches:
+    for ids, texts, vectors, *kept in batches:
         vectors = np.asarray(vectors, dtype=np.float32)
         if vectors.ndim != 2 or vectors.shape[1] != dimension:
             raise IndexFolderError(
@@ -294,6 +323,11 @@ def _records(pa, schema, batches: Iterator[Batch], dimension: int, counter: dict
                 pa.array([str(i) for i in ids], pa.string()),
                 pa.array(list(texts), pa.string()),
                 vector_column(vectors, "lance", "a lance index"),
+                *(
+                    [pa.array([json.dumps(f, ensure_ascii=False) for f in kept[0]], pa.string())]
+                    if kept
+                    else []
+                ),
             ],
             schema=schema,
         )

@@ -181,8 +181,10 @@ class Hit(BaseModel):
     text: str
     score: float
     id: int
-    #: the row's id in its input, where the index keeps one (a lance index built from encoded shards)
+    #: the row's id in its input, where the index keeps one (a corpus of documents, encoded shards)
     key: str | None = None
+    #: the document's fields kept for results (sentcl index --field)
+    fields: dict[str, Any] | None = None
 
 
 class SearchResponse(BaseModel):

@@ -294,7 +294,8 @@ async def _search(body, request: Request, hybrid: bool) -> Response:
 
 def _hit(hit) -> dict:
     found = {"text": hit.text, "score": hit.score, "id": hit.id}
-    return found if hit.key is None else found | {"key": hit.key}
+    found |= {} if hit.key is None else {"key": hit.key}
+    return found if hit.fields is None else found | {"fields": hit.fields}
 
 
 @functools.cache

@@ -105,8 +105,8 @@ def corpus_rows(args: argparse.Namespace) -> tuple[list[str], Documents | None]:
     options with a text file are refused in one line (they would be silently unused)."""
     if args.corpus.lower().endswith((".json", ".json.gz")):
         raise ConfigError(
-            f"CORPUS {args.corpus}: a JSON file; sentcl index reads documents as JSON lines (.jsonl: one object "
-            f"a line), a BEIR folder or Parquet, and sentences from a text file"
+            f"CORPUS {args.corpus}: a JSON file; sentcl index reads documents as JSON lines (.jsonl: one "
+            f"object a line), a BEIR folder or Parquet, and sentences from a text file"
         )
     if is_document_corpus(args.corpus):
         fields = DocumentFields(args.id_field, _names(args.text_field), _names(args.field))

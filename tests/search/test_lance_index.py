@@ -58,7 +58,7 @@ def test_an_ivf_pq_index_from_shards_returns_exact_searchs_top_10(shards, tmp_pa
         np.testing.assert_allclose([h.score for h in got], [h.score for h in want], atol=1e-5)
         assert [h.key for h in got] == [f"corpus.txt:{h.id + 1}" for h in want]
     assert main(["search", str(index_dir), texts[17], "-k", "1"]) == 0
-    assert f"1.0000  {texts[17]}" in capsys.readouterr().out
+    assert f"1.0000  corpus.txt:18  {texts[17]}" in capsys.readouterr().out  # a shard row's id, then its text
 
 
 def test_a_flat_lance_index_of_a_corpus_equals_the_faiss_one(tiny_model_dir, tmp_path, capsys):

@@ -39,7 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "encode": ("sentcl.cli.encode", "embed a text file (one sentence per line) into a .npy matrix"),
     "export": ("sentcl.cli.export", "write a model's embedding path as ONNX (fp32 or int8) for serving"),
     "card": ("sentcl.cli.card", "add sentcl evaluate --json results to a trained model's card"),
-    "index": ("sentcl.cli.index", "build a faiss index of a corpus (one sentence per line)"),
+    "index": ("sentcl.cli.index", "build an index of a corpus (sentences, or documents with ids)"),
     "mine": ("sentcl.cli.mine", "hard negatives for (anchor, positive) pairs: write sent0,sent1,hard_neg"),
     "mteb": ("sentcl.cli.mteb", "evaluate a model with mteb (its tasks download unless mteb has them)"),
     "search": ("sentcl.cli.search", "nearest corpus sentences of a query"),

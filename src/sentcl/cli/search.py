@@ -51,11 +51,8 @@ def run_command(args: argparse.Namespace) -> int:
     for query, hits in zip(args.query, found, strict=True):
         print(f"query: {query}")
         for hit in hits:
-            print(
-                f"  {hit.score:.4f}  {hit.text}"
-                if hit.key is None
-                else f"  {hit.score:.4f}  {hit.key}  {hit.text}"
-            )
+            key = f"{hit.key}  " if hit.key is not None and index.has_ids else ""  # not a row's line
+            print(f"  {hit.score:.4f}  {key}{hit.text}")
             for name, value in (hit.fields or {}).items():
                 print(f"          {name}: {value if isinstance(value, str) else json.dumps(value)}")
     return 0

@@ -141,6 +141,7 @@ def run_lance(args: argparse.Namespace) -> int:
         "kind": args.kind, "partitions": args.partitions, "sub_vectors": args.sub_vectors,
         "nprobes": args.nprobes, "refine_factor": args.refine_factor, "overwrite": args.overwrite,
     }  # fmt: skip
+    documents = None
     if args.shards:
         if args.corpus or args.model:
             raise ConfigError("--shards: the shards hold the vectors; give no MODEL or CORPUS")
@@ -157,5 +158,6 @@ def run_lance(args: argparse.Namespace) -> int:
         if documents is not None:
             options |= {"ids": documents.ids, "kept": kept(documents), "documents": documents.fields}
         index = LanceIndex.of_corpus(args.out, embedder, texts, model=encoder.source, **options)
-    print(f"{args.out}: {len(index)} rows, lance {index.kind} index, model {index.model}")
+    rows = "rows" if args.shards else what(documents)
+    print(f"{args.out}: {len(index)} {rows}, lance {index.kind} index, model {index.model}")
     return 0

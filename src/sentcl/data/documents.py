@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sentcl.data.corpus import corpus_file
 from sentcl.data.readers import DataError
 from sentcl.extras import require
 from sentcl.text_files import MAX_LINE_BYTES, text_lines
@@ -66,23 +67,9 @@ def is_document_corpus(path: str | Path) -> bool:
     return Path(path).is_dir() or str(path).lower().endswith(DOCUMENT_SUFFIXES)
 
 
-def document_file(path: str | Path) -> Path:
-    """The documents' file: a BEIR folder's ``corpus.jsonl``, or the file itself."""
-    path = Path(path)
-    if path.is_dir():
-        if not (path / "corpus.jsonl").is_file():
-            raise DataError(
-                f"{path}: a folder without corpus.jsonl (BEIR's layout: corpus.jsonl, queries.jsonl, qrels/)"
-            )
-        return path / "corpus.jsonl"
-    if not path.is_file():
-        raise DataError(f"{path}: no such file or folder")
-    return path
-
-
 def read_documents(path: str | Path, fields: DocumentFields = DocumentFields()) -> Documents:
     """Every document of ``path`` (module docstring), checked whole before anything is encoded."""
-    source = document_file(path)
+    source = corpus_file(path)  # a BEIR folder's corpus.jsonl, or the file itself
     rows = _parquet_rows(source) if source.name.lower().endswith(".parquet") else _json_rows(source)
     documents = Documents()
     seen: dict[str, str] = {}

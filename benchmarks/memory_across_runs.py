@@ -1,13 +1,15 @@
 """Resident memory of one process that runs several ``sentcl adapt`` runs in a row, as the domain study does.
 
     /usr/bin/time -v python benchmarks/memory_across_runs.py [--methods simcse,contrastive_tension,tsdae,
-        cropping,ict] [--steps 4] [--keep-freed]
+        cropping,ict] [--steps 4] [--keep-freed] [--heap default|mapped]
 
 From all-MiniLM-L6-v2 on ``$SENTCL_DATA/beir/scifact``: each method for ``--steps`` steps, its checkpoint
 chosen on the train judgements (no test report), each run into a temporary folder. After each run it prints
 the resident memory, the process's peak so far and how many tensors are still alive (after a garbage
 collection). ``--keep-freed`` stops the runs from handing their freed memory back to the system
 (``sentcl.hardware.give_back_memory`` made a no-op), to see what a process kept without it.
+``--heap mapped`` fixes glibc's mmap threshold at 1 MiB as the study harnesses do
+(``sentcl.hardware.map_large_allocations``); ``default`` (the default) leaves glibc's own dynamic threshold.
 """
 
 from __future__ import annotations
@@ -40,16 +42,21 @@ def main() -> None:
     parser.add_argument("--methods", default="simcse,contrastive_tension,tsdae,cropping,ict")
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--keep-freed", action="store_true")
+    parser.add_argument("--heap", choices=["default", "mapped"], default="default")
     args = parser.parse_args()
     import sentcl.training.adapt as adapt_module
     import sentcl.training.run as run_module
-    from sentcl.hardware import describe_machine
+    from sentcl.hardware import describe_machine, map_large_allocations
     from sentcl.training.adapt import AdaptRequest, adapt
 
+    if args.heap == "mapped" and not map_large_allocations():
+        raise SystemExit(
+            "--heap mapped: glibc's mallopt is not available here (or MALLOC_MMAP_THRESHOLD_ is set)"
+        )
     if args.keep_freed:
         adapt_module.give_back_memory = run_module.give_back_memory = lambda: None
     data = Path(os.environ.get("SENTCL_DATA", "../shared/data")) / "beir" / "scifact"
-    print(f"{describe_machine()}; start: {resident_mb():.0f} MB resident", flush=True)
+    print(f"{describe_machine()}; heap {args.heap}; start: {resident_mb():.0f} MB resident", flush=True)
     for method in args.methods.split(","):
         started = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="sentcl-memory-") as folder:

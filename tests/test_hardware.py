@@ -1,6 +1,10 @@
 """Which precision is chosen on which hardware: every detected case forced, and the real machine read."""
 
 import ctypes.util
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -96,3 +100,43 @@ def test_freed_heap_memory_goes_back_to_the_system():
     after = resident_mb()
     assert before - after > 100, (before, after)  # most of the ~245 MB freed is handed back
     assert len(kept) == 80
+
+
+# map_large_allocations: a run's large tensors, once freed, go back to the system by themselves
+HEAP_PROBE = """
+import json, sys
+import numpy as np
+from sentcl.hardware import map_large_allocations, give_back_memory
+def resident():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+mapped = map_large_allocations() if sys.argv[1] == "mapped" else False
+np.ones(8 << 17)  # an 8 MiB block freed: glibc's default raises its threshold above the 2 MiB blocks below
+blocks = [np.ones(1 << 18) for _ in range(150)]  # 150 blocks of 2 MiB, written
+kept = blocks[::30]
+del blocks
+print(json.dumps({"mapped": mapped, "resident": resident(), "kept": len(kept)}))
+"""
+
+
+def heap_probe(mode: str, environment: dict[str, str] | None = None) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")} | (environment or {})
+    done = subprocess.run(
+        [sys.executable, "-c", HEAP_PROBE, mode], capture_output=True, text=True, env=env, check=True
+    )
+    return json.loads(done.stdout)
+
+
+def test_large_allocations_mapped_go_back_when_freed_without_a_trim():
+    if "libc" not in (ctypes.util.find_library("c") or ""):
+        pytest.fail("this test needs Linux's glibc (CI's machine), where sentcl's runs free memory this way")
+    default, mapped = heap_probe("default"), heap_probe("mapped")
+    assert mapped["mapped"] and not default["mapped"]
+    # 295 of the 300 MiB were freed: by default the heap keeps them (pinned by the 5 kept), mapped they go
+    assert default["resident"] - mapped["resident"] > 150, (default, mapped)
+
+
+def test_the_users_own_threshold_stands():
+    probe = heap_probe("mapped", {"MALLOC_MMAP_THRESHOLD_": "65536"})
+    assert probe["mapped"] is False

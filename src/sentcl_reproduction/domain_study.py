@@ -37,6 +37,7 @@ import numpy as np
 from sentcl.analysis.plots import plot_method_bars
 from sentcl.config import expand_path, load_yaml
 from sentcl.evaluation.significance import Difference, MeanBootstrap
+from sentcl.hardware import map_large_allocations
 from sentcl.training.adapt import METHODS, AdaptRequest, adapt, report_run
 from sentcl.training.kinds import load_run_recipe, replace_training, run
 
@@ -451,6 +452,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.jobs < 1:
         raise SystemExit(f"--jobs {args.jobs}: must be at least 1")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    map_large_allocations()  # many runs in this process: each one's large tensors go back when freed
     plan = Plan.load(args.plan)
     starts, methods = selected(plan, args.start, args.method)
     if args.jobs > 1 and not args.report_only:

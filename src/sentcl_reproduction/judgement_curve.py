@@ -30,7 +30,7 @@ from sentcl.analysis.plots import plot_learning_curve
 from sentcl.config import expand_path, load_yaml
 from sentcl.data.corpus import read_corpus
 from sentcl.evaluation.significance import Difference, MeanBootstrap
-from sentcl.hardware import describe_machine
+from sentcl.hardware import describe_machine, map_large_allocations
 from sentcl.training.adapt import AdaptRequest, adapt, report_run, report_scores
 from sentcl_reproduction.domain_student import TIMED_DOCUMENTS, documents_per_second, student
 
@@ -270,6 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report-only", action="store_true", help="report the finished runs, train none")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    map_large_allocations()  # many runs in this process: each one's large tensors go back when freed
     curve = Curve.load(args.plan)
     sizes = [s if s == ALL else int(s) for s in args.sizes.split(",")] if args.sizes else curve.sizes
     seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else curve.seeds

@@ -15,6 +15,7 @@ from pathlib import Path
 from sentcl import finite_json
 from sentcl.atomic_write import atomic_file
 from sentcl.evaluation.significance import summarize
+from sentcl.hardware import map_large_allocations
 from sentcl.training.contrastive import TrainResult, train
 from sentcl.training.recipe import TrainConfig
 
@@ -42,6 +43,8 @@ def train_seeds(
 ) -> tuple[list[TrainResult], dict[str, dict[str, float]]]:
     root = Path(config.training.output_dir)
     results = []
+    if len(seeds) > 1:
+        map_large_allocations()  # one run after another: each one's large tensors go back when freed
     for seed in seeds:
         loop = replace(config.training, seed=seed, output_dir=str(seed_folder(root, seed)))
         results.append(train(replace(config, training=loop)))

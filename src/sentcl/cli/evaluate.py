@@ -31,6 +31,7 @@ from sentcl.evaluation.suite import EvaluationSuite
 from sentcl.evaluation.tasks import known_tasks
 from sentcl.model import pooler_argument
 from sentcl.model.pooling import LOADING_DEFAULT
+from sentcl.passages import PASSAGE_SCORES
 from sentcl.postprocess import POSTPROCESSORS, PostProcessedEmbedder, load_postprocessor
 from sentcl.postprocess.corpus import fit_corpus
 from sentcl.training.seeds import seed_folders
@@ -70,6 +71,18 @@ def add_parser(commands) -> None:
         help="for retrieval folders: comma-separated among dense (the model), bm25 (bm25s, no model) and "
         "hybrid (the two fused by reciprocal rank); the first is primary (default dense); refused when "
         "--tasks names no retrieval folder",
+    )
+    p.add_argument(
+        "--passages",
+        choices=list(PASSAGE_SCORES),
+        help="for retrieval folders: split documents longer than the model reads into overlapping token "
+        "windows (the title before each) and score a document by its best (max) or first passage; BM25 "
+        "reads whole documents (docs/evaluation.md). Default: each document as the model truncates it",
+    )
+    p.add_argument(
+        "--passage-overlap",
+        type=int,
+        help="with --passages: tokens neighbouring windows share (default: an eighth of the window)",
     )
     p.add_argument("--data-dir", help=DATA_DIR_HELP)
     p.add_argument("--batch-size", type=positive_int, default=128)
@@ -114,13 +127,15 @@ def run_command(args: argparse.Namespace) -> int:
     # the user's own files need no shared data; a post-processor fitted on a named corpus does
     fits_on_shared = bool(args.postprocess) and not Path(args.postprocess).is_dir()  # a named corpus
     data_dir = data_dir_for(args.tasks, args.data_dir, also_needed=fits_on_shared)
+    if args.passage_overlap is not None and not args.passages:
+        raise ConfigError("--passage-overlap: for --passages (documents are not split without it)")
     suite = EvaluationSuite(
-        data_dir, args.tasks, args.aggregation, args.transfer_protocol, args.retrieval or "dense"
-    )
-    if args.retrieval is not None and "beir" not in suite.families:
-        raise ConfigError(
-            f"--retrieval {args.retrieval}: for retrieval folders; --tasks {args.tasks} names none"
-        )
+        data_dir, args.tasks, args.aggregation, args.transfer_protocol, args.retrieval or "dense",
+        passages=args.passages or "", passage_overlap=args.passage_overlap,
+    )  # fmt: skip
+    for option, value in (("--retrieval", args.retrieval), ("--passages", args.passages)):
+        if value is not None and "beir" not in suite.families:
+            raise ConfigError(f"{option} {value}: for retrieval folders; --tasks {args.tasks} names none")
     if suite.sts is not None:
         suite.sts.require_primary()  # one line before any model loads
     runs: list[Evaluated] = []

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +30,7 @@ from sentcl.evaluation.local_files import (
 )  # fmt: skip
 from sentcl.evaluation.ranking import DEPTH, per_query_metrics, rank
 from sentcl.evaluation.registry import RETRIEVAL_MODES
+from sentcl.passages import Passages, PassageSettings, model_window, rank_documents, split_passages
 from sentcl.search.lexical import BM25_SETTINGS, RRF_K, BM25Index, reciprocal_rank_fusion
 
 
@@ -120,8 +122,19 @@ class RetrievalFolderEvaluator:
     """Every BEIR folder a request names; metrics ``<folder>_<metric>``; the first folder's nDCG@10 is the
     primary metric."""
 
-    def __init__(self, paths: list[str], retrieval: str = "dense", document_words: int = 0):
+    def __init__(
+        self,
+        paths: list[str],
+        retrieval: str = "dense",
+        document_words: int = 0,
+        passages: PassageSettings | None = None,
+    ):
         self.paths = [Path(p).expanduser() for p in paths]
+        #: long documents as passages (sentcl/passages.py) on the dense side; None: as the model truncates
+        self.passages = passages
+        #: per folder, the passages of the last model's tokenizer and length, and how long encoding them took
+        self.split: dict[str, Passages] = {}
+        self.encode_seconds: dict[str, float] = {}
         self.names = unique_names(self.paths)
         self.sets = [read_retrieval(p) for p in self.paths]
         self.document_words = document_words
@@ -156,11 +169,26 @@ class RetrievalFolderEvaluator:
         found: dict[str, np.ndarray] = {}
         if {"dense", "hybrid"} & set(self.modes):
             # each side with the model's own prompt where it has one (encode_document / encode_query)
-            documents = unit_rows(
-                np.asarray(for_role(embedder, DOCUMENT).encode(task.corpus), dtype=np.float32)
-            )
+            reader = for_role(embedder, DOCUMENT)
+            started = time.perf_counter()
+            if self.passages is None:
+                documents = unit_rows(np.asarray(reader.encode(task.corpus), dtype=np.float32))
+            else:
+                tokenizer, length = model_window(embedder)
+                split = split_passages(
+                    task.titles, task.bodies, tokenizer, length, self.passages.overlap,
+                    getattr(reader, "prompt", ""),
+                )  # fmt: skip
+                self.split[name] = split
+                documents = unit_rows(np.asarray(reader.encode(split.texts), dtype=np.float32))
+            self.encode_seconds[name] = time.perf_counter() - started
             queries = unit_rows(np.asarray(for_role(embedder, QUERY).encode(task.queries), dtype=np.float32))
-            found["dense"] = rank(queries, documents, DEPTH, own_rows)
+            if self.passages is None:
+                found["dense"] = rank(queries, documents, DEPTH, own_rows)
+            else:
+                found["dense"] = rank_documents(
+                    queries, documents, split.starts, DEPTH, own_rows, self.passages.score
+                )
         if {"bm25", "hybrid"} & set(self.modes):
             if name not in self.bm25:
                 self.bm25[name] = BM25Index(task.corpus).rank(task.queries, DEPTH, own_rows)
@@ -200,6 +228,12 @@ class RetrievalFolderEvaluator:
             for mode in self.modes:
                 cells = "  ".join(f"{k} {v:.2f}" for k, v in self.mode_metrics(metrics, name, mode).items())
                 how = "" if self.modes == ["dense"] else f" [{mode}]"
+                split = self.split.get(name)
+                if split is not None and mode != "bm25":
+                    how += (
+                        f" [{self.passages.score} of {len(split.texts):,} passages; "  # type: ignore[union-attr]
+                        f"{split.split_documents:,} documents split]"
+                    )
                 lines.append(
                     f"{name}{how} ({len(task.queries):,} queries, {len(task.corpus):,} documents): {cells}"
                 )
@@ -219,6 +253,17 @@ class RetrievalFolderEvaluator:
                     "bm25": BM25_SETTINGS,
                     "rrf_k": RRF_K,
                     "document_words": self.document_words,
+                    "passages": None
+                    if self.passages is None
+                    else {
+                        "score": self.passages.score,
+                        "overlap": "an eighth of the window"
+                        if self.passages.overlap is None
+                        else self.passages.overlap,
+                        "passages": len(self.split[name].texts) if name in self.split else None,
+                        "documents_split": self.split[name].split_documents if name in self.split else None,
+                    },
+                    "document_encode_seconds": self.encode_seconds.get(name),
                 },
             }
             for name, task in zip(self.names, self.sets, strict=True)

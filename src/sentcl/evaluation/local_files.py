@@ -213,6 +213,9 @@ class Retrieval:
     queries: list[str]
     #: query row → {corpus row: graded relevance > 0}
     relevant: list[dict[int, float]]
+    #: each document's title and body apart (``corpus`` joins them), for passages
+    titles: list[str] = field(default_factory=list)
+    bodies: list[str] = field(default_factory=list)
 
 
 def qrels_file(path: Path) -> Path:
@@ -231,9 +234,12 @@ def qrels_file(path: Path) -> Path:
     return splits[0]
 
 
-def _documents(path: Path, with_title: bool) -> tuple[list[str], list[str]]:
+def _documents(path: Path, with_title: bool) -> tuple[list[str], list[str], list[str], list[str]]:
+    """Ids, texts (title and text joined by a space), titles and texts of a BEIR corpus or queries file."""
     ids: list[str] = []
     texts: list[str] = []
+    titles: list[str] = []
+    bodies: list[str] = []
     seen: dict[str, int] = {}
     for line, item in _json_lines(path):
         where = f"{path}:{line}"
@@ -254,9 +260,11 @@ def _documents(path: Path, with_title: bool) -> tuple[list[str], list[str]]:
             raise LocalTaskError(f"{where}: _id {key!r} has no text")
         ids.append(key)
         texts.append(joined)
+        titles.append(title.strip())
+        bodies.append(text.strip())
     if not ids:
         raise LocalTaskError(f"{path}:1: the file has no rows")
-    return ids, texts
+    return ids, texts, titles, bodies
 
 
 def read_retrieval(path: str | Path) -> Retrieval:
@@ -264,8 +272,8 @@ def read_retrieval(path: str | Path) -> Retrieval:
     path = Path(path)
     qrels = qrels_file(path)
     folder = qrels.parent.parent
-    corpus_ids, corpus = _documents(folder / "corpus.jsonl", with_title=True)
-    all_query_ids, all_queries = _documents(folder / "queries.jsonl", with_title=False)
+    corpus_ids, corpus, titles, bodies = _documents(folder / "corpus.jsonl", with_title=True)
+    all_query_ids, all_queries, _, _ = _documents(folder / "queries.jsonl", with_title=False)
     corpus_row = {doc: i for i, doc in enumerate(corpus_ids)}
     query_row = {query: i for i, query in enumerate(all_query_ids)}
     judged: dict[int, dict[int, float]] = {}
@@ -299,4 +307,6 @@ def read_retrieval(path: str | Path) -> Retrieval:
         [all_query_ids[q] for q in queries],
         [all_queries[q] for q in queries],
         [{doc: g for doc, g in judged[q].items() if g > 0} for q in queries],
+        titles,
+        bodies,
     )

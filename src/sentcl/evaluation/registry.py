@@ -17,6 +17,7 @@ from typing import Any
 
 from sentcl.config import ConfigError
 from sentcl.errors import UserError
+from sentcl.passages import PassageSettings
 
 
 class TaskSpecError(UserError, ValueError):
@@ -41,10 +42,18 @@ class Options:
     #: checkpoint on a domain's train queries during training costs an encoding of the corpus per evaluation;
     #: cut documents make it cheaper (stated with the choice; the final report encodes them whole)
     document_words: int = 0
+    #: retrieval folders: long documents as passages scored by their best (max) or first passage
+    #: (sentcl/passages.py); "" reads each document as the model truncates it. BM25 reads whole documents
+    passages: str = ""
+    passage_overlap: int | None = None
 
     def validate(self) -> None:
         if self.document_words < 0:
             raise ConfigError(f"document_words: must be ≥ 0 (0: whole documents), got {self.document_words}")
+        if self.passages:
+            PassageSettings(self.passages, self.passage_overlap).validate("passages")
+            if self.document_words:
+                raise ConfigError("passages: documents cut to their first words have no passages to split")
         if self.aggregation not in AGGREGATIONS:
             raise ConfigError(f"aggregation: {self.aggregation!r} is not one of {', '.join(AGGREGATIONS)}")
         modes = self.retrieval.split(",")

@@ -20,9 +20,13 @@ class EvaluationSuite:
         aggregation: str = "all",
         transfer_protocol: str = "simcse",
         retrieval: str = "dense",
+        passages: str = "",
+        passage_overlap: int | None = None,
     ):
         self.families = [family for family, _ in parse(tasks)]
-        options = Options(aggregation, transfer_protocol, retrieval)
+        options = Options(
+            aggregation, transfer_protocol, retrieval, passages=passages, passage_overlap=passage_overlap
+        )
         options.validate()
         self.evaluators = build_evaluators(data_dir, tasks, options)
         self.results: dict = {}

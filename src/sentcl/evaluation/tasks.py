@@ -40,6 +40,7 @@ from sentcl.evaluation.retrieval import RetrievalEvaluator
 from sentcl.evaluation.sts import STS_MEMBERS, STSEvaluator
 from sentcl.evaluation.sts_data import DISPLAY_NAMES, STS_TASKS
 from sentcl.evaluation.transfer import TRANSFER_TASKS, TransferEvaluator
+from sentcl.passages import PassageSettings
 
 __all__ = [
     "TASKS",
@@ -99,7 +100,12 @@ register_family(Family("pairs", lambda root, paths, o: PairFileEvaluator(paths),
 register_family(
     Family(
         "beir",
-        lambda root, paths, o: RetrievalFolderEvaluator(paths, o.retrieval, o.document_words),
+        lambda root, paths, o: RetrievalFolderEvaluator(
+            paths,
+            o.retrieval,
+            o.document_words,
+            PassageSettings(o.passages, o.passage_overlap) if o.passages else None,
+        ),
         "retrieval folders",
         is_retrieval,
     )

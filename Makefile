@@ -25,7 +25,7 @@ CHROMIUM := /usr/bin/chromium
 WORDNET  := /usr/share/wordnet/data.noun
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test test-min lint docs docs-check unit setup clean bench reproduce domain-study domain-study-cpu domain-students judgement-curve
+.PHONY: demo test test-min lint docs docs-check unit setup clean bench reproduce domain-study domain-study-cpu domain-students judgement-curve passages-study
 
 setup: $(STAMP)
 
@@ -134,6 +134,11 @@ domain-study-cpu: $(STAMP)
 judgement-curve: $(STAMP)
 	$(BIN)/python -m sentcl_reproduction.judgement_curve configs/domain/judgements_cpu.yaml \
 		$(if $(SIZES),--sizes $(SIZES)) $(if $(SEEDS),--seeds $(SEEDS))
+
+# long documents as passages against truncation on SciFact's test judgements, for all-MiniLM-L6-v2 and the
+# judgement curve's fine-tuned model (needs its all-hard seed-42 run); the report docs/reports/passages_cpu.md
+passages-study: $(STAMP)
+	$(BIN)/python -m sentcl_reproduction.passages_study configs/domain/passages_cpu.yaml
 
 # static students of the study's adapted model (chosen on train judgements, or TEACHER=method) and of the
 # start, on SciFact's sentences: their test nDCG@10 and speed (docs/reports/domain.md section 6, made with

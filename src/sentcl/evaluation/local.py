@@ -155,6 +155,8 @@ class RetrievalFolderEvaluator:
         self.last: dict[str, float] = {}
         #: the last evaluation's nDCG@10 of each query, per folder (what ``--against`` resamples)
         self.per_query: dict[str, np.ndarray] = {}
+        #: the last evaluation's every metric of each query, per folder and mode (a harness's bootstrap)
+        self.each_query: dict[str, np.ndarray] = {}
 
     def per_item(self) -> dict[str, np.ndarray]:
         """Metric → its value for each evaluated item (here each query's nDCG@10), in a fixed order."""
@@ -201,7 +203,7 @@ class RetrievalFolderEvaluator:
 
     def __call__(self, embedder: Embedder) -> dict[str, float]:
         metrics: dict[str, float] = {}
-        self.per_query = {}
+        self.per_query, self.each_query = {}, {}
         for name, task, own_rows in zip(self.names, self.sets, self.own_rows, strict=True):
             found = self.rankings(embedder, name, task, own_rows)
             for mode in self.modes:
@@ -209,6 +211,7 @@ class RetrievalFolderEvaluator:
                 key = f"{name}_{self.prefix(mode)}"
                 metrics |= {f"{key}{metric}": float(np.mean(values)) for metric, values in each.items()}
                 self.per_query[f"{key}ndcg@10"] = each["ndcg@10"]
+                self.each_query |= {f"{key}{metric}": values for metric, values in each.items()}
         self.last = metrics
         return metrics
 

@@ -2,11 +2,16 @@
 a LanceDB index on disk (IVF-PQ, larger than memory), also from the Parquet shards ``sentcl encode --engine
 ray`` writes (``--shards``). A corpus is a text file (one sentence a line, known by its line) or documents
 with ids and fields (a BEIR folder, JSON lines, Parquet: sentcl/data/documents.py), whose results carry their
-ids."""
+ids. ``--update`` brings an index of documents up to date with its corpus as it is now: only the new and
+the changed documents are encoded (a content hash per document), removed ones leave it, with the model and
+settings it was built with (refused otherwise), and the folder is replaced atomically."""
 
 from __future__ import annotations
 
 import argparse
+import time
+from pathlib import Path
+from typing import Any
 
 from sentcl.atomic_write import check_replaceable
 from sentcl.cli.common import (
@@ -22,8 +27,15 @@ from sentcl.data.documents import DocumentFields, Documents, is_document_corpus,
 from sentcl.embedder import Batched
 from sentcl.extras import require
 from sentcl.model import pooler_argument
+from sentcl.model.int8_gate import model_key
 from sentcl.search import LanceIndex, SentenceIndex
-from sentcl.search.index import DocumentRows
+from sentcl.search.index import (
+    DocumentRows,
+    IndexFolderError,
+    content_hash,
+    embed_documents,
+    plan_update,
+)
 from sentcl.search.lance_index import check_sub_vectors
 
 NAMES = ("index",)
@@ -71,6 +83,11 @@ def add_parser(commands) -> None:
         "--rescore", type=positive_int, default=4, metavar="M",
         help="binary: rescore the M × top-k nearest by Hamming distance (default 4)",
     )  # fmt: skip
+    p.add_argument(
+        "--update", action="store_true",
+        help="--out is an index of documents: bring it up to date with CORPUS, encoding only the documents "
+        "that are new or changed, dropping those no longer there (same model and settings, or refused)",
+    )  # fmt: skip
     add_overwrite_argument(p, "--out")
     p.add_argument("--pooler", type=pooler_argument)
     p.add_argument("--batch-size", type=positive_int, default=128)
@@ -79,6 +96,8 @@ def add_parser(commands) -> None:
 
 def run_command(args: argparse.Namespace) -> int:
     check_replaceable(args.out, "index", args.overwrite, "--out")
+    if args.update:
+        return run_update(args)
     if args.backend == "lance":
         return run_lance(args)
     if args.shards or args.kind == "ivf_pq":
@@ -87,13 +106,109 @@ def run_command(args: argparse.Namespace) -> int:
         raise ConfigError("MODEL and CORPUS are needed (or --backend lance --shards FOLDER)")
     texts, documents = corpus_rows(args)
     encoder = inference_encoder(args, texts=len(texts))
-    rows = None if documents is None else DocumentRows(documents.ids, kept(documents), documents.fields)
+    rows = None if documents is None else document_rows(documents)
     embedder = Batched(encoder, args.batch_size, show_progress=True)
-    index = SentenceIndex.of_corpus(embedder, texts, kind=args.kind, model=encoder.source, documents=rows)
+    index = SentenceIndex.of_corpus(
+        embedder,
+        texts,
+        kind=args.kind,
+        model=encoder.source,
+        documents=rows,
+        settings=encoder_settings(encoder),
+    )
     index.rescore_multiplier = args.rescore
     index.save(args.out, overwrite=args.overwrite)
     print(f"{args.out}: {len(index)} {what(documents)}, {index.kind} index, model {index.model}")
     return 0
+
+
+def document_rows(documents: Documents) -> DocumentRows:
+    """The documents as an index keeps them: ids, kept fields, how they were read, content hashes."""
+    kept_fields = kept(documents)
+    hashes = [
+        content_hash(text, None if kept_fields is None else kept_fields[row])
+        for row, text in enumerate(documents.texts)
+    ]
+    return DocumentRows(documents.ids, kept_fields, documents.fields, hashes)
+
+
+def encoder_settings(encoder: Any) -> dict[str, Any]:
+    """What the vectors of an index depend on besides the text: the model (and a digest of its weights,
+    pooling and length), its pooler, length, document prompt, dimension and precision."""
+    precision = getattr(encoder, "precision", None) or (
+        "bf16" if getattr(encoder, "inference_autocast", None) is not None else "fp32"
+    )
+    try:
+        weights = model_key(encoder, False, precision)
+    except (AttributeError, TypeError):  # an ONNX export: its file is the model
+        weights = None
+    return {
+        "model": encoder.source,
+        "weights": weights,
+        "pooler": getattr(encoder, "pooler", None),
+        "max_length": getattr(encoder, "max_length", None),
+        "document_prompt": (getattr(encoder, "prompts", None) or {}).get("document", ""),
+        "dimension": encoder.dimension,
+        "precision": precision,
+    }
+
+
+def run_update(args: argparse.Namespace) -> int:
+    """``--update``: the index at ``--out`` brought up to date with CORPUS (module docstring)."""
+    if args.backend != "faiss" or args.shards:
+        raise ConfigError("--update: for a faiss index of documents (a lance index is built again)")
+    if not (args.model and args.corpus):
+        raise ConfigError("--update: MODEL and CORPUS are needed (the corpus as it is now)")
+    if not Path(args.out, "index.json").is_file():
+        raise ConfigError(f"--update: {args.out} is no index folder; build it first (without --update)")
+    old = SentenceIndex.load(args.out)
+    if old.documents is None or old.documents.hashes is None or old.settings is None:
+        raise IndexFolderError(
+            f"--update: {args.out} is an index of {'sentences' if old.documents is None else 'documents'} "
+            f"without content hashes or the model's settings; build it again (without --update)"
+        )
+    if args.kind not in ("auto", old.kind):
+        raise ConfigError(f"--kind {args.kind}: {args.out} is a {old.kind} index; an update keeps its kind")
+    texts, documents = corpus_rows(args)
+    if documents is None:
+        raise ConfigError(f"--update: {args.corpus} is a text file; {args.out} is an index of documents")
+    if documents.fields != old.documents.fields:
+        raise ConfigError(
+            f"--update: {args.out} read its documents with {old.documents.fields}, this run with "
+            f"{documents.fields}; the same --id-field, --text-field and --field, or build a new index"
+        )
+    rows = document_rows(documents)
+    started = time.perf_counter()
+    update = plan_update(old.documents, rows.ids, rows.hashes or [])
+    if args.dtype == "auto":  # the precision the index was built in, not a new decision for a few texts
+        args.dtype = old.settings.get("precision", "auto")
+    encoder = inference_encoder(args, texts=len(update.encode))
+    settings = encoder_settings(encoder)
+    different = [key for key in settings if settings[key] != old.settings.get(key)]
+    if different:
+        key = different[0]
+        raise ConfigError(
+            f"--update: {args.out} was built with {key} {old.settings.get(key)!r}, this run encodes with "
+            f"{settings[key]!r}; an index holds one model's vectors: build a new index beside it and swap "
+            f"(docs/serving.md)"
+        )
+    fresh = [texts[row] for row in update.encode]
+    embedder = Batched(encoder, args.batch_size, show_progress=len(fresh) > 1000)
+    vectors = embed_documents(embedder, fresh, encoder.source) if fresh else None
+    dimension = old.index.d
+    index = old.updated(update, texts, rows, vectors if vectors is not None else _empty(dimension))
+    index.save(args.out, overwrite=args.overwrite)
+    print(
+        f"{args.out}: {update.describe()}; {len(fresh):,} documents encoded, {len(index):,} in the "
+        f"{index.kind} index ({time.perf_counter() - started:.1f} s)"
+    )
+    return 0
+
+
+def _empty(dimension: int):
+    import numpy as np
+
+    return np.zeros((0, dimension), dtype=np.float32)
 
 
 def _names(values: list[str] | None) -> tuple[str, ...]:

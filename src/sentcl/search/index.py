@@ -92,7 +92,7 @@ class SentenceIndex:
     def __init__(
         self, index: faiss.Index, texts: list[str], kind: str, model: str | None = None,
         rescore: tuple[np.ndarray, np.ndarray] | None = None, rescore_multiplier: int = 4,
-        documents: DocumentRows | None = None,
+        documents: DocumentRows | None = None, settings: dict | None = None,
     ):  # fmt: skip
         if index.ntotal != len(texts):
             raise ValueError(f"the index holds {index.ntotal} vectors but {len(texts)} texts were given")
@@ -100,6 +100,9 @@ class SentenceIndex:
             raise ValueError(f"{len(documents.ids)} document ids for {len(texts)} texts")
         #: a corpus of documents: each row's id and kept fields (None: rows are known by their line)
         self.documents = documents
+        #: how the model encoded the documents (its weights, pooling, length, prompt, precision): an update
+        #: encodes with the same settings or not at all
+        self.settings = settings
         if (kind == "binary") != (rescore is not None):
             raise ValueError("a binary index, and only one, has int8 codes to rescore with")
         self.index, self.texts, self.kind, self.model = index, texts, kind, model
@@ -111,6 +114,7 @@ class SentenceIndex:
     def build(
         cls, embeddings: np.ndarray, texts: list[str], kind: str = "auto", nlist: int | None = None,
         nprobe: int = NPROBE, model: str | None = None, documents: DocumentRows | None = None,
+        settings: dict | None = None,
     ) -> SentenceIndex:  # fmt: skip
         if len(embeddings) != len(texts):
             raise ValueError(f"{len(embeddings)} embeddings for {len(texts)} texts")
@@ -130,7 +134,9 @@ class SentenceIndex:
             index.add(quantize(vectors, "ubinary"))
             ranges = int8_ranges(vectors)  # the corpus calibrates its own codes
             rescore = (quantize(vectors, "int8", ranges), ranges)
-            return cls(index, list(texts), kind, model, rescore=rescore, documents=documents)
+            return cls(
+                index, list(texts), kind, model, rescore=rescore, documents=documents, settings=settings
+            )
         elif kind == "ivf":
             nlist = nlist or ivf_cells(len(texts))
             index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, nlist, faiss.METRIC_INNER_PRODUCT)
@@ -139,7 +145,7 @@ class SentenceIndex:
         else:
             raise ValueError(f"index kind {kind!r} is not one of {', '.join(KINDS)}")
         index.add(vectors)
-        return cls(index, list(texts), kind, model, documents=documents)
+        return cls(index, list(texts), kind, model, documents=documents, settings=settings)
 
     @classmethod
     def of_corpus(
@@ -149,13 +155,65 @@ class SentenceIndex:
         kind: str = "auto",
         model: str | None = None,
         documents: DocumentRows | None = None,
+        settings: dict | None = None,
     ) -> SentenceIndex:
         """Embed ``corpus`` with any :class:`Embedder` and index it; ``model`` is recorded with the index
-        (what ``sentcl search`` reloads), ``documents`` the rows' ids and kept fields (results carry them)."""
+        (what ``sentcl search`` reloads), ``documents`` the rows' ids and kept fields (results carry them),
+        ``settings`` how the model encoded them (what an update checks)."""
         corpus = list(corpus)
-        vectors = np.asarray(for_role(embedder, DOCUMENT).encode(corpus), dtype=np.float32)  # its prompt
-        vectors = require_finite(vectors, corpus, model)
-        return cls.build(vectors, corpus, kind, model=model, documents=documents)
+        vectors = embed_documents(embedder, corpus, model)
+        return cls.build(vectors, corpus, kind, model=model, documents=documents, settings=settings)
+
+    def stored_vectors(self) -> np.ndarray:
+        """The unit vectors the index holds [N, D] (float32; a binary index: its bits, uint8 [N, D/8])."""
+        if self.kind == "ivf":
+            self.index.make_direct_map()  # an IVF index finds a row's vector through its direct map
+        return self.index.reconstruct_n(0, self.index.ntotal)
+
+    def updated(
+        self, update: Update, texts: list[str], documents: DocumentRows, vectors: np.ndarray
+    ) -> SentenceIndex:
+        """This index for the new corpus ``texts`` / ``documents``: row i holds old row ``update.reuse[i]``
+        or the next of ``vectors`` (the encoded rows, in order). Nothing is encoded again and nothing trained:
+        an IVF index keeps its cells (its quantizer), a binary one its int8 ranges."""
+        reuse = np.array([-1 if r is None else r for r in update.reuse], dtype=np.int64)
+        fresh = np.flatnonzero(reuse < 0)
+        if len(fresh) != len(vectors):
+            raise ValueError(f"{len(vectors)} vectors for {len(fresh)} documents to encode")
+        if len(texts) == 0:
+            raise ValueError("an update cannot leave the index empty")
+        old = self.stored_vectors()
+        faiss = _faiss()
+        rescore = None
+        if self.kind == "binary":
+            assert self.rescore is not None
+            codes, ranges = self.rescore
+            unit = _normalize(vectors) if len(vectors) else np.zeros((0, self.index.d), np.float32)
+            bits = np.empty((len(texts), old.shape[1]), dtype=np.uint8)
+            int8 = np.empty((len(texts), self.index.d), dtype=np.int8)
+            bits[reuse >= 0], int8[reuse >= 0] = old[reuse[reuse >= 0]], np.asarray(codes)[reuse[reuse >= 0]]
+            bits[fresh], int8[fresh] = quantize(unit, "ubinary"), quantize(unit, "int8", ranges)
+            index = faiss.IndexBinaryFlat(self.index.d)
+            index.add(bits)
+            rescore = (int8, ranges)
+        else:
+            rows = np.empty((len(texts), self.index.d), dtype=np.float32)
+            rows[reuse >= 0] = old[reuse[reuse >= 0]]
+            if len(fresh):
+                rows[fresh] = _normalize(vectors)
+            index = faiss.clone_index(self.index)  # an IVF index's trained cells and nprobe go with it
+            index.reset()
+            index.add(rows)
+        return SentenceIndex(
+            index,
+            list(texts),
+            self.kind,
+            self.model,
+            rescore,
+            self.rescore_multiplier,
+            documents,
+            self.settings,
+        )
 
     @property
     def has_ids(self) -> bool:
@@ -259,6 +317,8 @@ class SentenceIndex:
             with (tmp / "texts.jsonl").open("w", encoding="utf-8") as handle:
                 handle.writelines(json.dumps(text) + "\n" for text in self.texts)
             meta = {"kind": self.kind, "size": len(self), "dimension": self.index.d, "model": self.model}
+            if self.settings is not None:
+                meta["encoder"] = self.settings
             if self.rescore is not None:
                 meta["rescore_multiplier"] = self.rescore_multiplier
             names = INDEX_FILES + (RESCORE_FILES if self.rescore is not None else ())
@@ -324,7 +384,8 @@ class SentenceIndex:
         ):
             raise IndexFolderError(f"{folder}: index.json says {size} × {dimension}, the files do not")
         multiplier = int(meta.get("rescore_multiplier", 4))
-        return cls(index, texts, meta["kind"], meta.get("model"), rescore, multiplier, documents)
+        settings = meta.get("encoder") if isinstance(meta.get("encoder"), dict) else None
+        return cls(index, texts, meta["kind"], meta.get("model"), rescore, multiplier, documents, settings)
 
 
 @dataclass
@@ -335,6 +396,9 @@ class DocumentRows:
     ids: list[str]
     kept: list[dict] | None = None
     fields: dict = field(default_factory=dict)
+    #: each document's content hash (:func:`content_hash` of the text encoded and the fields kept): what an
+    #: update compares to encode only the documents that changed
+    hashes: list[str] | None = None
 
     def kept_of(self, row: int) -> dict | None:
         return None if self.kept is None else self.kept[row]
@@ -342,13 +406,72 @@ class DocumentRows:
     def write(self, path: Path) -> None:
         with path.open("w", encoding="utf-8") as handle:
             for row, key in enumerate(self.ids):
-                handle.write(json.dumps({"id": key, "fields": self.kept_of(row)}, ensure_ascii=False) + "\n")
+                line = {"id": key, "fields": self.kept_of(row)}
+                if self.hashes is not None:
+                    line["hash"] = self.hashes[row]
+                handle.write(json.dumps(line, ensure_ascii=False) + "\n")
 
     @classmethod
     def read(cls, path: Path, fields: dict) -> DocumentRows:
-        ids, kept = [], []
+        ids, kept, hashes = [], [], []
         for line in path.read_text(encoding="utf-8").splitlines():
             row = json.loads(line)
             ids.append(str(row["id"]))
             kept.append(row.get("fields"))
-        return cls(ids, kept if any(k is not None for k in kept) else None, fields)
+            hashes.append(row.get("hash"))
+        return cls(
+            ids,
+            kept if any(k is not None for k in kept) else None,
+            fields,
+            hashes if all(isinstance(h, str) for h in hashes) else None,
+        )
+
+
+def embed_documents(embedder: Embedder, texts: Sequence[str], model: str | None) -> np.ndarray:
+    """``texts`` as documents (the model's document prompt), float32, every value finite."""
+    vectors = np.asarray(for_role(embedder, DOCUMENT).encode(list(texts)), dtype=np.float32)
+    return require_finite(vectors, list(texts), model)
+
+
+def content_hash(text: str, kept: dict | None) -> str:
+    """A document's content as an index sees it: the text its model encodes and the fields its results
+    carry (SHA-256, 32 hex digits)."""
+    digest = hashlib.sha256(text.encode("utf-8"))
+    digest.update(b"\0" + json.dumps(kept, sort_keys=True, ensure_ascii=False).encode("utf-8"))
+    return digest.hexdigest()[:32]
+
+
+@dataclass
+class Update:
+    """What an update of an index of documents does: each row of the new corpus reuses an old row's vector
+    (``reuse[i]``) or is encoded (None); the counts say why."""
+
+    reuse: list[int | None]
+    added: int = 0
+    changed: int = 0
+    removed: int = 0
+
+    @property
+    def encode(self) -> list[int]:
+        """The rows of the new corpus to encode."""
+        return [row for row, old in enumerate(self.reuse) if old is None]
+
+    def describe(self) -> str:
+        kept = len(self.reuse) - self.added - self.changed
+        return f"{self.added:,} added, {self.changed:,} changed, {self.removed:,} removed, {kept:,} unchanged"
+
+
+def plan_update(old: DocumentRows, ids: Sequence[str], hashes: Sequence[str]) -> Update:
+    """Which documents of the corpus ``ids`` (with their content ``hashes``) an index of ``old`` documents
+    encodes again: the new and the changed; the rest reuse their vectors; old ids not in it are removed."""
+    assert old.hashes is not None
+    before = {key: (row, digest) for row, (key, digest) in enumerate(zip(old.ids, old.hashes, strict=True))}
+    update = Update([])
+    for key, digest in zip(ids, hashes, strict=True):
+        row, was = before.get(key, (None, None))
+        same = row is not None and was == digest
+        update.reuse.append(row if same else None)
+        update.added += row is None
+        update.changed += row is not None and not same
+    update.removed = len(set(old.ids) - set(ids))
+    return update

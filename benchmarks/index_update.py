@@ -39,7 +39,8 @@ from sentcl.hardware import describe_machine
 
 
 def pool(data: Path) -> list[str]:
-    texts = {line.strip() for line in gzip.open(data / "wiki" / "sentences.txt.gz", "rt", encoding="utf-8")}
+    with gzip.open(data / "wiki" / "sentences.txt.gz", "rt", encoding="utf-8") as handle:
+        texts = {line.strip() for line in handle}
     with gzip.open(data / "nli" / "triplets.csv.gz", "rt", encoding="utf-8") as handle:
         for row in csv.DictReader(handle):
             texts.update((row["sent0"], row["sent1"], row["hard_neg"]))

@@ -37,6 +37,12 @@ def test_recipe_loads(path, monkeypatch):
                     settings = {**plan.budget, **overrides, **candidate, "training.seed": plan.seeds[0]}
                     load_recipe(method.recipe, as_overrides(settings))
         return
+    if path.name == "passages_cpu.yaml":  # the passages study's plan: its models and judgements named
+        from sentcl_reproduction.passages_study import Study
+
+        study = Study.load(path)
+        assert study.models and study.qrels.startswith("/data/beir/")
+        return
     if path.name == "judgements_cpu.yaml":  # the judgements' learning curve: every recipe it runs loads
         from sentcl.training.adapt import recipe
         from sentcl.training.recipe import recipe_from_dict

@@ -140,6 +140,33 @@ def test_a_small_job_runs_between_the_slices_of_a_large_one():
     assert order[-1] == "huge" and max(overlaps) == 1
 
 
+def test_an_exclusive_job_never_runs_inside_another_ones_yield_point():
+    """Two changes to an index must not interleave: a small write waits for the large job's end, while a
+    small read still runs between its slices."""
+    admission = Admission(max_waiting=8)
+    order = []
+    started = threading.Event()
+
+    def large():
+        for part in range(3):
+            started.set()
+            time.sleep(0.1)
+            order.append(f"large-{part}")
+            admission.yield_point(cost_left=1000 * (3 - part))
+        return "large"
+
+    async def scenario():
+        first = asyncio.create_task(admission.run(4000, large, exclusive=True))
+        while not started.is_set():
+            await asyncio.sleep(0.01)
+        write = asyncio.create_task(admission.run(10, lambda: order.append("write"), exclusive=True))
+        read = asyncio.create_task(admission.run(50, lambda: order.append("read")))
+        await asyncio.gather(first, write, read)
+
+    asyncio.run(scenario())
+    assert order.index("read") == 1 and order[-1] == "write"
+
+
 def test_yield_point_off_the_worker_runs_nothing():
     assert Admission().yield_point(10**9) == 0
 

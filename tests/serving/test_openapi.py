@@ -4,6 +4,7 @@ schema-breaking request accepted; and docs/serving.md says what the server does.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -13,8 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from sentcl.model import SentenceEncoder
-from sentcl.search import SentenceIndex
+from sentcl.cli.main import main
 from sentcl.serving.server import ServerLimits
 from tests.conftest import SENTENCES
 from tests.serving.conftest import start_server
@@ -28,10 +28,17 @@ def contract_server(tiny_model_dir, tmp_path_factory):
     8 texts × the tiny model's 64 positions = the 512-token budget; so every request the document allows
     must be answered 200 (or 409/5xx where the document says)."""
     folder = tmp_path_factory.mktemp("contract")
-    encoder = SentenceEncoder.load(str(tiny_model_dir))
-    SentenceIndex.of_corpus(encoder, SENTENCES, model=encoder.source).save(folder / "index")
+    corpus = folder / "corpus.jsonl"  # documents, so the server is writable: every route is under test
+    corpus.write_text(
+        "".join(json.dumps({"_id": f"s{i}", "text": s}) + "\n" for i, s in enumerate(SENTENCES))
+    )
+    assert (
+        main(["index", str(tiny_model_dir), str(corpus), "--out", str(folder / "index"), "--dtype", "fp32"])
+        == 0
+    )
     args = [str(tiny_model_dir), "--index", str(folder / "index"), "--max-inputs", "8", "--max-chars", "200",
-            "--max-tokens", "512", "--max-request-chars", "1600", "--dtype", "fp32"]  # fmt: skip
+            "--max-tokens", "512", "--max-request-chars", "1600", "--dtype", "fp32",
+            "--writable"]  # fmt: skip
     process, url = start_server(args, folder / "server.log")
     try:
         yield url
@@ -79,7 +86,7 @@ def test_docs_serving_md_says_what_the_server_does(contract_server):
     """The endpoint table lists exactly the document's operations, and every default limit quoted in the
     prose is the server's."""
     text = DOCS.read_text(encoding="utf-8")
-    rows = re.findall(r"^\| `(GET|POST|HEAD) (/[^`]*)` \|", text, flags=re.M)
+    rows = re.findall(r"^\| `(GET|POST|HEAD|DELETE) (/[^`]*)` \|", text, flags=re.M)
     document = httpx.get(f"{contract_server}/openapi.json").json()
     served = {(m.upper(), p) for p, item in document["paths"].items() for m in item if m != "head"}
     assert set(rows) == served

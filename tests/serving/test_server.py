@@ -2,6 +2,7 @@ import base64
 import json
 import threading
 import time
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -392,17 +393,18 @@ def test_the_queued_paths_are_the_model_endpoints_of_the_route_table():
     POST route of the app is one (a new endpoint that runs the model cannot be left out)."""
     from fastapi.routing import APIRoute
 
-    from sentcl.serving.server import ENDPOINTS, MODEL_PATHS, create_app
+    from sentcl.serving.documents import DocumentWriter
+    from sentcl.serving.server import ENDPOINTS, MODEL_PATHS, WRITE_ENDPOINTS, create_app
 
     class Constant:
         def encode(self, texts):
             return np.ones((len(texts), 4), dtype=np.float32)
 
-    app = create_app(Constant(), model_name="m", dimension=4)
+    app = create_app(Constant(), model_name="m", dimension=4, writer=DocumentWriter(Path("unused"), ()))
     posts = {route.path for route in app.routes if isinstance(route, APIRoute) and "POST" in route.methods}
     assert (
         MODEL_PATHS
-        == {e.path for e in ENDPOINTS if e.queued}
+        == {e.path for e in ENDPOINTS + WRITE_ENDPOINTS if e.queued}
         == posts
-        == {"/v1/embeddings", "/similarity", "/search", "/search/hybrid"}
+        == {"/v1/embeddings", "/similarity", "/search", "/search/hybrid", "/documents"}
     )

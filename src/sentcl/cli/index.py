@@ -153,6 +153,16 @@ def encoder_settings(encoder: Any) -> dict[str, Any]:
     }
 
 
+def check_same_settings(built: dict[str, Any], now: dict[str, Any], where: str, advice: str) -> None:
+    """One ConfigError naming the first setting in which ``now`` (the encoder at hand) differs from ``built``
+    (what an index records)."""
+    for key, value in now.items():
+        if value != built.get(key):
+            raise ConfigError(
+                f"{where} was built with {key} {built.get(key)!r}, this run encodes with {value!r}; {advice}"
+            )
+
+
 def run_update(args: argparse.Namespace) -> int:
     """``--update``: the index at ``--out`` brought up to date with CORPUS (module docstring)."""
     if args.backend != "faiss" or args.shards:
@@ -183,15 +193,10 @@ def run_update(args: argparse.Namespace) -> int:
     if args.dtype == "auto":  # the precision the index was built in, not a new decision for a few texts
         args.dtype = old.settings.get("precision", "auto")
     encoder = inference_encoder(args, texts=len(update.encode))
-    settings = encoder_settings(encoder)
-    different = [key for key in settings if settings[key] != old.settings.get(key)]
-    if different:
-        key = different[0]
-        raise ConfigError(
-            f"--update: {args.out} was built with {key} {old.settings.get(key)!r}, this run encodes with "
-            f"{settings[key]!r}; an index holds one model's vectors: build a new index beside it and swap "
-            f"(docs/serving.md)"
-        )
+    check_same_settings(
+        old.settings, encoder_settings(encoder), f"--update: {args.out}",
+        "an index holds one model's vectors: build a new index beside it and swap (docs/serving.md)",
+    )  # fmt: skip
     fresh = [texts[row] for row in update.encode]
     embedder = Batched(encoder, args.batch_size, show_progress=len(fresh) > 1000)
     vectors = embed_documents(embedder, fresh, encoder.source) if fresh else None

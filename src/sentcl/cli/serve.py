@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+from pathlib import Path
 
 from sentcl.cli.common import PICKLES, add_dtype_arguments, inference_encoder, positive_int
+from sentcl.cli.index import check_same_settings, encoder_settings
+from sentcl.config import ConfigError
 from sentcl.embedder import Batched
 from sentcl.extras import require
 from sentcl.model import pooler_argument
@@ -21,6 +24,11 @@ def add_parser(commands) -> None:
     )
     p.add_argument("model")
     p.add_argument("--index", help="folder written by sentcl index: enables /search and the page")
+    p.add_argument(
+        "--writable", action="store_true",
+        help="POST /documents and DELETE /documents/{id} change the index (an index of documents, faiss) and "
+        "its folder, encoded with the model and settings it was built with (refused otherwise)",
+    )  # fmt: skip
     p.add_argument("--pooler", type=pooler_argument)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
@@ -52,13 +60,39 @@ def add_parser(commands) -> None:
     add_dtype_arguments(p, default="auto", dim=False)
 
 
+def writable_index(args: argparse.Namespace, index) -> None:
+    """``--writable`` needs an index of documents that records its content hashes and model settings; its
+    precision is the one the server encodes in unless ``--dtype`` says otherwise."""
+    from sentcl.search import SentenceIndex
+
+    if index is None:
+        raise ConfigError("--writable: for an index (--index DIR) of documents")
+    if not isinstance(index, SentenceIndex) or index.documents is None or index.settings is None:
+        raise ConfigError(
+            f"--writable: {args.index} is not a faiss index of documents with its model's settings (build it "
+            f"with sentcl index from a BEIR folder, JSON lines or Parquet)"
+        )
+    if args.dtype == "auto":
+        args.dtype = index.settings.get("precision", "auto")
+
+
 def run_command(args: argparse.Namespace) -> int:
     for module in ("fastapi", "uvicorn", "pydantic"):  # the web stack is the serve extra
         require(module, "serve", "sentcl serve")
+    from sentcl.serving.documents import DocumentWriter
     from sentcl.serving.server import ServerLimits, create_app, default_allowed_hosts, serve, token_counter
 
     index = load_index(args.index) if args.index else None
+    if args.writable:
+        writable_index(args, index)
     encoder = inference_encoder(args)
+    writer = None
+    if args.writable:
+        writer = DocumentWriter(Path(args.index), tuple(index.documents.fields.get("keep") or ()))
+        check_same_settings(
+            index.settings, encoder_settings(encoder), f"--writable: {args.index}",
+            "serve it with the model and settings that built it",
+        )  # fmt: skip
     if index is not None and index.model and index.model != encoder.source:
         logger.warning(
             "%s was built with %s, not %s: its scores may mean little",
@@ -90,6 +124,7 @@ def run_command(args: argparse.Namespace) -> int:
         limits=limits,
         count_tokens=token_counter(encoder.tokenizer, encoder.max_length),
         allowed_hosts=hosts,
+        writer=writer,
     )
     serve(app, host=args.host, port=args.port, quiet=args.quiet, limits=limits)
     return 0

@@ -43,6 +43,7 @@ class _Job:
     loop: asyncio.AbstractEventLoop = field(repr=False)
     queued_at: float = field(default_factory=time.monotonic)
     abandoned: bool = False  # the request went away before its turn
+    exclusive: bool = False  # a write: never run inside another job's yield point
 
 
 class Admission:
@@ -63,10 +64,14 @@ class Admission:
         self._nested_seconds = 0.0  # time spent in jobs run inside other jobs' yield points
         self.refused = 0  # jobs answered BusyError (refused, pushed out or waited too long)
 
-    async def run(self, cost: int, work: Callable[[], Any]) -> Any:
-        """``work()``'s result (or exception) once its turn came; :class:`BusyError` if it is not admitted."""
+    async def run(self, cost: int, work: Callable[[], Any], exclusive: bool = False) -> Any:
+        """``work()``'s result (or exception) once its turn came; :class:`BusyError` if it is not admitted.
+        An ``exclusive`` job (a change to the index) runs only between other jobs, never inside one's yield
+        point, so two changes never interleave."""
         loop = asyncio.get_running_loop()
-        job = _Job(max(int(cost), 1), next(self._order), work, loop.create_future(), loop)
+        job = _Job(
+            max(int(cost), 1), next(self._order), work, loop.create_future(), loop, exclusive=exclusive
+        )
         with self._condition:
             self._start()
             if len(self._waiting) >= self.max_waiting:
@@ -169,13 +174,14 @@ class Admission:
 
     def yield_point(self, cost_left: int) -> int:
         """Called by a job's work between its slices: every waiting job smaller than ``cost_left`` (what the
-        caller has still to do) runs now, smallest first. Returns how many ran. A no-op off the worker."""
+        caller has still to do) runs now, smallest first, except exclusive ones. Returns how many ran. A
+        no-op off the worker."""
         if threading.current_thread() is not self._worker:
             return 0
         ran = 0
         while True:
             with self._condition:
-                smaller = [j for j in self._waiting if j.cost < cost_left]
+                smaller = [j for j in self._waiting if j.cost < cost_left and not j.exclusive]
                 if not smaller:
                     return ran
                 job = min(smaller, key=lambda j: (j.cost, j.order))

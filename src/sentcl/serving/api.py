@@ -14,6 +14,7 @@ and ``max_inputs × max_length`` within the token budget accepts every request i
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
@@ -89,6 +90,67 @@ def texts_type(param: str, max_inputs: int, max_chars: int) -> Any:
     ]
 
 
+def text_type(max_chars: int) -> Any:
+    """One text with the rules above (a document's ``text``)."""
+
+    def check(value: str) -> str:
+        if not value.strip():
+            raise PydanticCustomError("texts", "the text is empty")
+        bad = _FORBIDDEN.search(value)
+        if bad is not None:
+            raise PydanticCustomError(
+                "texts", "the text holds the invalid character {code}", {"code": f"U+{ord(bad.group()):04X}"}
+            )
+        return value
+
+    return Annotated[
+        str, Field(max_length=max_chars), AfterValidator(check), WithJsonSchema(_text_schema(max_chars))
+    ]
+
+
+def _plain_json(value: Any) -> Any:
+    """Values a document keeps for its results: JSON that can be written as UTF-8 (no lone surrogate)."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise PydanticCustomError("fields", "a field holds a lone surrogate, which is no text") from None
+    return value
+
+
+def _plain_id(value: str) -> str:
+    bad = _FORBIDDEN.search(value)
+    if bad is not None:
+        raise PydanticCustomError(
+            "id", "the id holds the invalid character {code}", {"code": f"U+{ord(bad.group()):04X}"}
+        )
+    return value
+
+
+#: a document's id: 1 to 512 characters, none of them a control character or a lone surrogate
+DOCUMENT_ID = Annotated[
+    str, Field(min_length=1, max_length=512), AfterValidator(_plain_id),
+    WithJsonSchema({"type": "string", "minLength": 1, "maxLength": 512, "pattern": f"^[^{CONTROL}]+$"}),
+]  # fmt: skip
+
+
+def kept_fields_type(kept: Sequence[str]) -> Any:
+    """A document's ``fields``: an object of the fields the index keeps (each any JSON value), no other."""
+
+    def check(value: dict[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(value) - set(kept))
+        if unknown:
+            names = ", ".join(kept) or "none"
+            raise PydanticCustomError(
+                "fields",
+                "the index keeps no field '{name}' (it keeps: {names})",
+                {"name": unknown[0], "names": names},
+            )
+        return _plain_json(value)
+
+    schema = {"type": "object", "properties": {name: {} for name in kept}, "additionalProperties": False}
+    return Annotated[dict[str, Any], AfterValidator(check), WithJsonSchema(schema)]
+
+
 def _whole(value: Any) -> Any:
     """JSON Schema's integer: 5.0 is one (a whole number), "5" and true are not."""
     return int(value) if isinstance(value, float) and value.is_integer() else value
@@ -104,10 +166,16 @@ class Strict(BaseModel):
 
 
 def request_models(
-    max_inputs: int, max_chars: int, max_top_k: int, dimension: int, prompt_names: Sequence[str] = ()
+    max_inputs: int,
+    max_chars: int,
+    max_top_k: int,
+    dimension: int,
+    prompt_names: Sequence[str] = (),
+    kept_fields: Sequence[str] = (),
 ) -> dict[str, type[BaseModel]]:
-    """The three request bodies, with this server's limits in their schema; ``prompt_names``: the model's
-    prompts, which an embeddings request may name (sentence-transformers' ``prompt_name``)."""
+    """The request bodies, with this server's limits in their schema; ``prompt_names``: the model's
+    prompts, which an embeddings request may name (sentence-transformers' ``prompt_name``);
+    ``kept_fields``: the fields a writable index's documents keep."""  # fmt: skip
     prompted = {"prompt_name": (Literal[tuple(prompt_names)] | None, None)} if prompt_names else {}
 
     def texts(param: str):
@@ -138,7 +206,17 @@ def request_models(
     hybrid = create_model(
         "HybridSearchRequest", __base__=Strict, query=(texts("query"), ...), top_k=(json_int(1, max_top_k), 5)
     )
-    return {"embeddings": embeddings, "similarity": similarity, "search": search, "hybrid_search": hybrid}
+    # a writable server's documents: each one's id, the text its model encodes, the fields its results carry
+    document = create_model(
+        "Document", __base__=Strict, id=(DOCUMENT_ID, ...), text=(text_type(max_chars), ...),
+        fields=(kept_fields_type(kept_fields) | None, None),
+    )  # fmt: skip
+    documents = create_model(
+        "DocumentsRequest", __base__=Strict,
+        documents=(Annotated[list[document], Field(min_length=1, max_length=max_inputs)], ...),  # type: ignore[valid-type]
+    )  # fmt: skip
+    return {"embeddings": embeddings, "similarity": similarity, "search": search, "hybrid_search": hybrid,
+            "documents": documents}  # fmt: skip
 
 
 class ErrorDetail(BaseModel):
@@ -191,6 +269,19 @@ class SearchResponse(BaseModel):
     results: list[list[Hit]]
 
 
+class DocumentsResponse(BaseModel):
+    #: of the request's documents: new ids, ids whose text or fields changed (encoded again), the same
+    added: int
+    changed: int
+    unchanged: int
+    index_size: int
+
+
+class DeletedResponse(BaseModel):
+    deleted: str
+    index_size: int
+
+
 class Queue(BaseModel):
     waiting: int
     running: bool
@@ -224,6 +315,14 @@ MODEL_RESPONSES: dict[int | str, dict] = {
 SEARCH_RESPONSES = MODEL_RESPONSES | {
     409: _error("no index is loaded: the server was started without --index")
 }
+#: a writable server's changes to its index (``--writable``)
+WRITE_RESPONSES = MODEL_RESPONSES | {
+    409: _error("the change would leave the index empty, or names an id twice"),
+}
+DELETE_RESPONSES = {
+    400: MODEL_RESPONSES[400], 404: _error("no document has this id (the index is unchanged)"),
+    409: WRITE_RESPONSES[409], 500: MODEL_RESPONSES[500], 503: MODEL_RESPONSES[503],
+}  # fmt: skip
 PLAIN_RESPONSES: dict[int | str, dict] = {400: MODEL_RESPONSES[400]}
 #: the page's error is JSON too, though its 200 is HTML
 PAGE_RESPONSES: dict[int | str, dict] = {

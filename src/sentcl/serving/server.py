@@ -40,15 +40,27 @@ from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 
-from sentcl.embedder import QUERY, Embedder, EmbeddingError, encode_with_prompt, require_finite, unit_rows
+from sentcl.embedder import (
+    DOCUMENT,
+    QUERY,
+    Embedder,
+    EmbeddingError,
+    encode_with_prompt,
+    require_finite,
+    unit_rows,
+)
 from sentcl.search.index import SentenceIndex
 from sentcl.search.lance_index import LanceIndex
 from sentcl.serving.admission import Admission, BusyError
 from sentcl.serving.api import (
+    DELETE_RESPONSES,
     MODEL_RESPONSES,
     PAGE_RESPONSES,
     PLAIN_RESPONSES,
     SEARCH_RESPONSES,
+    WRITE_RESPONSES,
+    DeletedResponse,
+    DocumentsResponse,
     EmbeddingsResponse,
     HealthResponse,
     SearchResponse,
@@ -56,6 +68,7 @@ from sentcl.serving.api import (
     request_models,
 )
 from sentcl.serving.connections import RateLimitedLog, fit_open_file_limit, protocol_class
+from sentcl.serving.documents import ChangeError, DocumentWriter
 
 logger = logging.getLogger(__name__)
 
@@ -161,6 +174,8 @@ class ModelService:
     admission: Admission
     request_chars: int
     prompts: dict[str, str]
+    #: a writable server's (``--writable``) changes to its index; None: the index is read-only
+    writer: DocumentWriter | None = None
 
     def embed(
         self, texts: list[str], dimensions: int | None = None, prompt: str = "", cost: int = 0
@@ -198,8 +213,9 @@ class ModelService:
         return tokens
 
     async def run(
-        self, texts: list[str], param: str, work: Callable[[int], bytes], request: Request
-    ) -> Response:
+        self, texts: list[str], param: str, work: Callable[[int], bytes], request: Request,
+        exclusive: bool = False,
+    ) -> Response:  # fmt: skip
         """``work(cost)`` on the model's worker when admitted (smallest request first); 503 when it is not.
         A request over the character budget is a 413 before it is queued. Its cost is its body's bytes:
         known from Content-Length before the body is read, so BodyLimit refuses what admission would."""
@@ -211,7 +227,8 @@ class ModelService:
                 param,
             )
         cost = len(await request.body())
-        return Response(await self.admission.run(cost, lambda: work(cost)), media_type="application/json")
+        answer = await self.admission.run(cost, lambda: work(cost), exclusive)
+        return Response(answer, media_type="application/json")
 
 
 def _service(request: Request) -> ModelService:
@@ -292,6 +309,43 @@ async def _search(body, request: Request, hybrid: bool) -> Response:
     return await service.run(queries, "query", work, request)
 
 
+async def add_documents(body, request: Request) -> Response:
+    """Documents added or replaced in a writable server's index (serving/documents.py)."""
+    service = _service(request)
+    texts = [document.text for document in body.documents]
+
+    def work(cost: int) -> bytes:
+        service.check_tokens(texts, "documents")
+        assert service.writer is not None and isinstance(service.index, SentenceIndex)
+
+        def encode(fresh: list[str]) -> np.ndarray:
+            return service.embed(fresh, prompt=service.prompts.get(DOCUMENT, ""), cost=cost)
+
+        try:
+            service.index, counts = service.writer.upsert(service.index, body.documents, encode)
+        except ChangeError as exc:
+            raise APIError(exc.status, exc.message, exc.param) from None
+        return _json(counts)
+
+    return await service.run(texts, "documents", work, request, exclusive=True)
+
+
+async def delete_document(key: str, request: Request) -> Response:
+    """A document removed from a writable server's index; 404 when no document has the id."""
+    service = _service(request)
+
+    def work() -> bytes:
+        assert service.writer is not None and isinstance(service.index, SentenceIndex)
+        try:
+            service.index, answer = service.writer.delete(service.index, key)
+        except ChangeError as exc:
+            raise APIError(exc.status, exc.message, exc.param) from None
+        return _json(answer)
+
+    answer = await service.admission.run(1, work, exclusive=True)
+    return Response(answer, media_type="application/json")
+
+
 def _hit(hit) -> dict:
     found = {"text": hit.text, "score": hit.score, "id": hit.id}
     found |= {} if hit.key is None else {"key": hit.key}
@@ -331,6 +385,11 @@ ENDPOINTS = (
         "/search/hybrid", hybrid_search, "POST", SearchResponse, SEARCH_RESPONSES, "hybrid_search", True
     ),
     Endpoint("/", home, "GET", None, PAGE_RESPONSES, response_class=HTMLResponse),
+)
+#: the routes of a writable server (``sentcl serve --writable``) besides those
+WRITE_ENDPOINTS = (
+    Endpoint("/documents", add_documents, "POST", DocumentsResponse, WRITE_RESPONSES, "documents", True),
+    Endpoint("/documents/{key:path}", delete_document, "DELETE", DeletedResponse, DELETE_RESPONSES),
 )
 
 
@@ -402,6 +461,7 @@ def create_app(
     limits: ServerLimits = ServerLimits(),
     count_tokens: Callable[[list[str], int], int] | None = None,
     allowed_hosts: Sequence[str] = LOOPBACK_NAMES,
+    writer: DocumentWriter | None = None,
 ) -> FastAPI:
     """The ASGI app; ``embedder.encode(texts)`` gives the raw vectors (normalised here). The embedder's
     ``prompts`` (if any) are applied as sentence-transformers applies them: a search's queries get the
@@ -410,7 +470,16 @@ def create_app(
     admission = Admission(limits.max_waiting, limits.max_wait_s)
     request_chars = limits.max_request_chars or 16 * limits.max_tokens
     service = ModelService(
-        embedder, model_name, dimension, index, limits, count_tokens, admission, request_chars, prompts
+        embedder,
+        model_name,
+        dimension,
+        index,
+        limits,
+        count_tokens,
+        admission,
+        request_chars,
+        prompts,
+        writer,
     )
     # no /docs or /redoc: their pages load scripts from a CDN (the API's description is /openapi.json)
     app = FastAPI(
@@ -419,7 +488,10 @@ def create_app(
     )  # fmt: skip
     app.router.route_class = _StrictJSONRoute
     app.state.admission, app.state.service = admission, service
-    models = request_models(limits.max_inputs, limits.max_chars, limits.max_top_k, dimension, sorted(prompts))
+    kept = writer.keep if writer is not None else ()
+    models = request_models(
+        limits.max_inputs, limits.max_chars, limits.max_top_k, dimension, sorted(prompts), kept
+    )
     _document_budgets(app, {"max_request_chars": request_chars, "max_tokens": limits.max_tokens})
     app.add_middleware(
         BodyLimit, max_bytes=limits.max_body_bytes, max_total_bytes=limits.max_bodies_bytes,
@@ -428,7 +500,7 @@ def create_app(
     app.add_middleware(AllowedHosts, hosts=allowed_hosts)  # the outermost: checked before anything else
     for kind, handler in EXCEPTION_HANDLERS.items():
         app.add_exception_handler(kind, handler)
-    for route in ENDPOINTS:
+    for route in ENDPOINTS + (WRITE_ENDPOINTS if writer is not None else ()):
         app.add_api_route(
             route.path, _with_body(route.handler, models[route.model]) if route.model else route.handler,
             methods=[route.method], response_model=route.response_model, responses=route.responses,
@@ -439,7 +511,7 @@ def create_app(
 
 #: the endpoints whose work waits in the admission queue (BodyLimit refuses them early when it is full):
 #: derived from the route table, so the two cannot drift apart
-MODEL_PATHS = frozenset(route.path for route in ENDPOINTS if route.queued)
+MODEL_PATHS = frozenset(route.path for route in ENDPOINTS + WRITE_ENDPOINTS if route.queued)
 #: characters of one slice of a request's texts (~2,000-2,700 tokens of English): a large request is encoded
 #: slice by slice, and smaller waiting requests run between its slices (admission.py's yield_point)
 SLICE_CHARS = 12_000

@@ -167,6 +167,27 @@ def test_an_exclusive_job_never_runs_inside_another_ones_yield_point():
     assert order.index("read") == 1 and order[-1] == "write"
 
 
+def test_a_stream_of_small_jobs_does_not_starve_a_large_one():
+    """Smallest first alone runs a large job only once no small one waits: three clients that each send
+    their next small request as soon as the last is answered would hold it back until all 3 × 100 are done.
+    Once it has waited its patience (here 0.25 s, about a dozen small jobs), it runs."""
+    admission = Admission(max_waiting=8, max_wait_s=1.0)
+    done = []
+
+    async def client():
+        for _ in range(100):
+            await admission.run(10, lambda: (time.sleep(0.02), done.append("small")))
+
+    async def scenario():
+        clients = [asyncio.create_task(client()) for _ in range(3)]
+        await asyncio.sleep(0.05)
+        await admission.run(10_000, lambda: done.append("large"))
+        await asyncio.gather(*clients)
+
+    asyncio.run(scenario())
+    assert done.index("large") < 150, done.index("large")  # not after the 300 small ones
+
+
 def test_yield_point_off_the_worker_runs_nothing():
     assert Admission().yield_point(10**9) == 0
 

@@ -1,16 +1,16 @@
 """Admission control: which request's model work runs next, and which waits no longer.
 
-One worker thread runs every request's model work (counting its tokens, then its forward pass), one job at
-a time: two cores gain nothing from two forward passes at once, and one thread keeps the allocator's
-arenas and the tokenizer's buffers to one set. The waiting jobs are few (``max_waiting``) and the
-smallest runs first, by a cost known before any work (the request body's bytes, from its Content-Length):
-a flood of large requests cannot queue in front of a small one. A large job's work yields between its
-slices (``yield_point``): waiting jobs smaller than what it has left run there, so a small request waits
-for at most one slice of the job running, not the whole of it. A job that finds the queue full pushes out
-the largest waiting job if it is smaller than that one; otherwise it is refused at once (``refusal`` says
-so before the body is read). A refused or pushed-out job, and one that waited longer than ``max_wait_s``,
-raises :class:`BusyError`, which the server answers with 503 and a Retry-After computed from the queued
-work.
+One worker thread runs every request's model work (counting its tokens, then its forward pass), one job at a
+time: two cores gain nothing from two forward passes at once, and one thread keeps the allocator's arenas and
+the tokenizer's buffers to one set. The waiting jobs are few (``max_waiting``) and the smallest runs first, by
+a cost known before any work (the request body's bytes, from its Content-Length): a flood of large requests
+cannot queue in front of a small one; and a job that has waited a quarter of ``max_wait_s`` runs next, so a
+stream of small requests cannot starve a large one (a change to an index). A large job's work yields between
+its slices (``yield_point``): waiting jobs smaller than what it has left run there, so a small request waits
+for at most one slice of the job running, not the whole of it. A job that finds the queue full pushes out the
+largest waiting job if it is smaller than that one; otherwise it is refused at once (``refusal`` says so
+before the body is read). A refused or pushed-out job, and one that waited longer than ``max_wait_s``, raises
+:class:`BusyError`, which the server answers with 503 and a Retry-After computed from the queued work.
 """
 
 from __future__ import annotations
@@ -53,6 +53,8 @@ class Admission:
         if max_waiting < 1:
             raise ValueError(f"max_waiting must be at least 1, got {max_waiting}")
         self.max_waiting, self.max_wait_s = max_waiting, max_wait_s
+        #: a job that has waited this long runs next, however large (a quarter of ``max_wait_s``)
+        self.patience_s = max_wait_s / 4
         self._waiting: list[_Job] = []
         self._condition = threading.Condition()
         self._order = itertools.count()
@@ -131,8 +133,16 @@ class Admission:
             job.loop.call_soon_threadsafe(settle)
 
     def _next(self) -> _Job:
-        """The smallest waiting job (first come among equals); lock held."""
-        job = min(self._waiting, key=lambda j: (j.cost, j.order))
+        """The smallest waiting job (first come among equals), unless a job has waited ``patience_s``: then
+        the one waiting longest, so a stream of small requests cannot hold a large one back for ever; lock
+        held."""
+        now = time.monotonic()
+        overdue = [j for j in self._waiting if now - j.queued_at >= self.patience_s]
+        job = (
+            min(overdue, key=lambda j: j.order)
+            if overdue
+            else min(self._waiting, key=lambda j: (j.cost, j.order))
+        )
         self._waiting.remove(job)
         return job
 

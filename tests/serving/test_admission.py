@@ -188,6 +188,37 @@ def test_a_stream_of_small_jobs_does_not_starve_a_large_one():
     assert done.index("large") < 150, done.index("large")  # not after the 300 small ones
 
 
+def test_a_yield_point_runs_only_the_jobs_already_waiting():
+    """Small jobs that keep arriving while a large job yields run at its next yield point, not all at this
+    one: the large job moves on (three clients resending at once held it at its first yield point)."""
+    admission = Admission(max_waiting=8, max_wait_s=60.0)
+    order = []
+
+    started = threading.Event()
+
+    def large():
+        for part in range(3):
+            started.set()
+            time.sleep(0.05)  # a slice, while the clients queue
+            order.append(f"large-{part}")
+            admission.yield_point(cost_left=1000 * (3 - part))
+        return "large"
+
+    async def client():
+        for _ in range(30):
+            await admission.run(10, lambda: (time.sleep(0.01), order.append("small")))
+
+    async def scenario():
+        first = asyncio.create_task(admission.run(4000, large))
+        while not started.is_set():
+            await asyncio.sleep(0.005)
+        clients = [asyncio.create_task(client()) for _ in range(3)]
+        await asyncio.gather(first, *clients)
+
+    asyncio.run(scenario())
+    assert order.index("large-2") < 80, order  # not after all 90 small jobs
+
+
 def test_yield_point_off_the_worker_runs_nothing():
     assert Admission().yield_point(10**9) == 0
 

@@ -183,15 +183,20 @@ class Admission:
         self._settle(job, result, exception)
 
     def yield_point(self, cost_left: int) -> int:
-        """Called by a job's work between its slices: every waiting job smaller than ``cost_left`` (what the
-        caller has still to do) runs now, smallest first, except exclusive ones. Returns how many ran. A
-        no-op off the worker."""
+        """Called by a job's work between its slices: every job that was waiting when it was called and is
+        smaller than ``cost_left`` (what the caller has still to do) runs now, smallest first, except
+        exclusive ones; jobs that arrive meanwhile wait for the next slice, so the caller always moves on.
+        Returns how many ran. A no-op off the worker."""
         if threading.current_thread() is not self._worker:
             return 0
+        with self._condition:
+            cutoff = max((j.order for j in self._waiting), default=-1)
         ran = 0
         while True:
             with self._condition:
-                smaller = [j for j in self._waiting if j.cost < cost_left and not j.exclusive]
+                smaller = [
+                    j for j in self._waiting if j.cost < cost_left and not j.exclusive and j.order <= cutoff
+                ]
                 if not smaller:
                     return ran
                 job = min(smaller, key=lambda j: (j.cost, j.order))

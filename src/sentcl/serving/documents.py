@@ -1,12 +1,13 @@
 """A writable server's changes to its index (``sentcl serve --writable``): ``POST /documents`` adds or
 replaces documents, ``DELETE /documents/{id}`` removes one.
 
-Each change runs as one exclusive job of the admission queue (never inside another's yield point, so two
-changes never interleave): the documents that are new or whose text or kept fields changed are encoded
-with the document prompt (the unchanged keep their vectors), the index is rebuilt from its stored vectors
-(search/index.py's ``updated``: nothing trained again), written to its folder in one atomic swap, and only
-then put in place of the served one. A search sees the index before the change or after it, never a mix;
-a kill -9 at any moment leaves the folder's previous index; a change that fails leaves both as they were.
+Each change runs as one exclusive job of the admission queue (never inside another's yield point): the
+documents that are new or whose text or kept fields changed are encoded with the document prompt (the
+unchanged keep their vectors) and the index is rebuilt from its stored vectors (search/index.py's
+``updated``: nothing trained again). The folder is then written in one atomic swap off the model's worker
+(searches go on with the index as it was), and only then is the changed index served; a lock keeps one change
+at a time from its turn to its swap. A search sees the index before the change or after it, never a mix; a
+kill -9 at any moment leaves the folder's previous index; a change that fails leaves both as they were.
 New documents go after the existing ones, in the request's order.
 """
 
@@ -43,7 +44,8 @@ class DocumentWriter:
 
     def upsert(self, index: SentenceIndex, documents: list[Any], encode) -> tuple[SentenceIndex, dict]:
         """``index`` with ``documents`` (id, text, fields) added or replaced, ``encode(texts)`` giving the
-        vectors of those to encode; written to the folder. Returns the new index and the counts."""
+        vectors of those to encode: the changed index (``index`` itself when nothing changed) and the
+        counts. :meth:`save` writes it."""
         rows = index.documents
         assert rows is not None and rows.hashes is not None
         ids, texts, hashes = list(rows.ids), list(index.texts), list(rows.hashes)
@@ -80,8 +82,6 @@ class DocumentWriter:
         fresh = update.encode
         vectors = encode([texts[row] for row in fresh]) if fresh else np.zeros((0, index.index.d), np.float32)
         changed = index.updated(update, texts, DocumentRows(ids, kept, rows.fields, hashes), vectors)
-        if fresh:
-            changed.save(self.folder)
         same = len(documents) - update.added - update.changed
         counts = {
             "added": update.added,
@@ -92,7 +92,7 @@ class DocumentWriter:
         return (changed if fresh else index), counts
 
     def delete(self, index: SentenceIndex, key: str) -> tuple[SentenceIndex, dict]:
-        """``index`` without document ``key``, written to the folder."""
+        """``index`` without document ``key``, and the answer; :meth:`save` writes it."""
         rows = index.documents
         assert rows is not None and rows.hashes is not None
         if key not in rows.ids:
@@ -108,5 +108,8 @@ class DocumentWriter:
         changed = index.updated(
             update, [index.texts[r] for r in keep], documents, np.zeros((0, index.index.d))
         )
-        changed.save(self.folder)
         return changed, {"deleted": key, "index_size": len(changed)}
+
+    def save(self, index: SentenceIndex) -> None:
+        """The changed index written to the folder in one atomic swap (the folder sentcl wrote)."""
+        index.save(self.folder)

@@ -22,13 +22,14 @@ is not an integer and ``true`` is not a ``top_k``.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import functools
 import json
 import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from importlib import resources
 from typing import Any
 
@@ -176,6 +177,8 @@ class ModelService:
     prompts: dict[str, str]
     #: a writable server's (``--writable``) changes to its index; None: the index is read-only
     writer: DocumentWriter | None = None
+    #: held by a change from its turn in the queue until the changed index is served
+    write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def embed(
         self, texts: list[str], dimensions: int | None = None, prompt: str = "", cost: int = 0
@@ -213,12 +216,37 @@ class ModelService:
         return tokens
 
     async def run(
-        self, texts: list[str], param: str, work: Callable[[int], bytes], request: Request,
-        exclusive: bool = False,
-    ) -> Response:  # fmt: skip
+        self, texts: list[str], param: str, work: Callable[[int], bytes], request: Request
+    ) -> Response:
         """``work(cost)`` on the model's worker when admitted (smallest request first); 503 when it is not.
         A request over the character budget is a 413 before it is queued. Its cost is its body's bytes:
         known from Content-Length before the body is read, so BodyLimit refuses what admission would."""
+        return Response(await self.admitted(texts, param, work, request), media_type="application/json")
+
+    async def change(
+        self, texts: list[str], param: str, work: Callable[[int], tuple[Any, dict]], request: Request
+    ) -> Response:
+        """A change to a writable index: ``work(cost)`` gives the changed index and the answer, on the
+        model's worker as an exclusive job (admitted as ``run`` admits); the folder is then written off the
+        worker, searches going on with the index as it was, and only then is the changed index served. One
+        change at a time, from its turn in the queue to its swap."""
+        assert self.writer is not None
+        async with self.write_lock:
+            changed, answer = await self.admitted(texts, param, work, request, exclusive=True)
+            if changed is not self.index:
+                await asyncio.to_thread(self.writer.save, changed)
+                self.index = changed
+        return Response(_json(answer), media_type="application/json")
+
+    async def admitted(
+        self,
+        texts: list[str],
+        param: str,
+        work: Callable[[int], Any],
+        request: Request,
+        exclusive: bool = False,
+    ) -> Any:
+        """``work(cost)``'s result once admitted (``run``)."""
         total = sum(len(t) for t in texts)
         if total > self.request_chars:
             raise APIError(
@@ -227,8 +255,7 @@ class ModelService:
                 param,
             )
         cost = len(await request.body())
-        answer = await self.admission.run(cost, lambda: work(cost), exclusive)
-        return Response(answer, media_type="application/json")
+        return await self.admission.run(cost, lambda: work(cost), exclusive)
 
 
 def _service(request: Request) -> ModelService:
@@ -314,7 +341,7 @@ async def add_documents(body, request: Request) -> Response:
     service = _service(request)
     texts = [document.text for document in body.documents]
 
-    def work(cost: int) -> bytes:
+    def work(cost: int) -> tuple[SentenceIndex, dict]:
         service.check_tokens(texts, "documents")
         assert service.writer is not None and isinstance(service.index, SentenceIndex)
 
@@ -322,28 +349,25 @@ async def add_documents(body, request: Request) -> Response:
             return service.embed(fresh, prompt=service.prompts.get(DOCUMENT, ""), cost=cost)
 
         try:
-            service.index, counts = service.writer.upsert(service.index, body.documents, encode)
+            return service.writer.upsert(service.index, body.documents, encode)
         except ChangeError as exc:
             raise APIError(exc.status, exc.message, exc.param) from None
-        return _json(counts)
 
-    return await service.run(texts, "documents", work, request, exclusive=True)
+    return await service.change(texts, "documents", work, request)
 
 
 async def delete_document(key: str, request: Request) -> Response:
     """A document removed from a writable server's index; 404 when no document has the id."""
     service = _service(request)
 
-    def work() -> bytes:
+    def work(cost: int) -> tuple[SentenceIndex, dict]:
         assert service.writer is not None and isinstance(service.index, SentenceIndex)
         try:
-            service.index, answer = service.writer.delete(service.index, key)
+            return service.writer.delete(service.index, key)
         except ChangeError as exc:
             raise APIError(exc.status, exc.message, exc.param) from None
-        return _json(answer)
 
-    answer = await service.admission.run(1, work, exclusive=True)
-    return Response(answer, media_type="application/json")
+    return await service.change([], "key", work, request)
 
 
 def _hit(hit) -> dict:

@@ -4,8 +4,8 @@
 
 Serves a copy of an index of documents (by default the one `benchmarks/index_update.py` builds: 100,000
 documents, all-MiniLM-L6-v2), then: ``--clients`` threads search it for ``--seconds`` (one query each, top
-10, after 20 warm-up searches); then the same while one more client POSTs ``--documents`` new documents in requests of 100. Prints the
-searches' p50 / p99 in each phase, how many ran, and each POST's seconds, as JSON.
+10, after 20 warm-up searches); then the same while one more client POSTs ``--documents`` new documents in
+requests of 100. Prints the searches' p50 / p99 in each phase, how many ran, and each POST's seconds, as JSON.
 """
 
 from __future__ import annotations

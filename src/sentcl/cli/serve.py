@@ -12,7 +12,7 @@ from sentcl.config import ConfigError
 from sentcl.embedder import Batched
 from sentcl.extras import require
 from sentcl.model import pooler_argument
-from sentcl.search import load_index
+from sentcl.search import SentenceIndex, load_index
 
 NAMES = ("serve",)
 logger = logging.getLogger("sentcl.serve")
@@ -60,11 +60,9 @@ def add_parser(commands) -> None:
     add_dtype_arguments(p, default="auto", dim=False)
 
 
-def writable_index(args: argparse.Namespace, index) -> None:
+def writable_index(args: argparse.Namespace, index) -> SentenceIndex:
     """``--writable`` needs an index of documents that records its content hashes and model settings; its
     precision is the one the server encodes in unless ``--dtype`` says otherwise."""
-    from sentcl.search import SentenceIndex
-
     if index is None:
         raise ConfigError("--writable: for an index (--index DIR) of documents")
     if not isinstance(index, SentenceIndex) or index.documents is None or index.settings is None:
@@ -74,6 +72,7 @@ def writable_index(args: argparse.Namespace, index) -> None:
         )
     if args.dtype == "auto":
         args.dtype = index.settings.get("precision", "auto")
+    return index
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -83,14 +82,13 @@ def run_command(args: argparse.Namespace) -> int:
     from sentcl.serving.server import ServerLimits, create_app, default_allowed_hosts, serve, token_counter
 
     index = load_index(args.index) if args.index else None
-    if args.writable:
-        writable_index(args, index)
+    writable = writable_index(args, index) if args.writable else None
     encoder = inference_encoder(args)
     writer = None
-    if args.writable:
-        writer = DocumentWriter(Path(args.index), tuple(index.documents.fields.get("keep") or ()))
+    if writable is not None and writable.documents is not None and writable.settings is not None:
+        writer = DocumentWriter(Path(args.index), tuple(writable.documents.fields.get("keep") or ()))
         check_same_settings(
-            index.settings, encoder_settings(encoder), f"--writable: {args.index}",
+            writable.settings, encoder_settings(encoder), f"--writable: {args.index}",
             "serve it with the model and settings that built it",
         )  # fmt: skip
     if index is not None and index.model and index.model != encoder.source:

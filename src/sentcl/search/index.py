@@ -167,7 +167,7 @@ class SentenceIndex:
     def stored_vectors(self) -> np.ndarray:
         """The unit vectors the index holds [N, D] (float32; a binary index: its bits, uint8 [N, D/8])."""
         if self.kind == "ivf":
-            self.index.make_direct_map()  # an IVF index finds a row's vector through its direct map
+            _faiss().extract_index_ivf(self.index).make_direct_map()  # a row's vector, found by its id
         return self.index.reconstruct_n(0, self.index.ntotal)
 
     def updated(

@@ -213,7 +213,7 @@ def request_models(
     )  # fmt: skip
     documents = create_model(
         "DocumentsRequest", __base__=Strict,
-        documents=(Annotated[list[document], Field(min_length=1, max_length=max_inputs)], ...),  # type: ignore[valid-type]
+        documents=(Annotated[list[document], Field(min_length=1, max_length=max_inputs)], ...),  # type: ignore[valid-type,arg-type]
     )  # fmt: skip
     return {"embeddings": embeddings, "similarity": similarity, "search": search, "hybrid_search": hybrid,
             "documents": documents}  # fmt: skip

@@ -65,12 +65,10 @@ class DocumentWriter:
             row = position.get(document.id)
             if row is None:
                 position[document.id] = len(ids)
-                (
-                    ids.append(document.id),
-                    texts.append(document.text),
-                    hashes.append(digest),
-                    reuse.append(None),
-                )
+                ids.append(document.id)
+                texts.append(document.text)
+                hashes.append(digest)
+                reuse.append(None)
                 if kept is not None:
                     kept.append(fields or {})
                 update.added += 1

@@ -19,10 +19,11 @@ from typing import Any
 
 import numpy as np
 
+from sentcl.errors import UserError
 from sentcl.search.index import DocumentRows, SentenceIndex, Update, content_hash
 
 
-class ChangeError(Exception):
+class ChangeError(UserError, ValueError):
     """A change refused as a whole (nothing written): ``status`` is its HTTP answer."""
 
     def __init__(self, status: int, message: str, param: str | None = None):

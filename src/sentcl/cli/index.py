@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from sentcl.atomic_write import check_replaceable
 from sentcl.cli.common import (
     PICKLES,
@@ -199,21 +201,15 @@ def run_update(args: argparse.Namespace) -> int:
     )  # fmt: skip
     fresh = [texts[row] for row in update.encode]
     embedder = Batched(encoder, args.batch_size, show_progress=len(fresh) > 1000)
-    vectors = embed_documents(embedder, fresh, encoder.source) if fresh else None
-    dimension = old.index.d
-    index = old.updated(update, texts, rows, vectors if vectors is not None else _empty(dimension))
+    empty = np.zeros((0, old.index.d), dtype=np.float32)
+    vectors = embed_documents(embedder, fresh, encoder.source) if fresh else empty
+    index = old.updated(update, texts, rows, vectors)
     index.save(args.out, overwrite=args.overwrite)
     print(
         f"{args.out}: {update.describe()}; {len(fresh):,} documents encoded, {len(index):,} in the "
         f"{index.kind} index ({time.perf_counter() - started:.1f} s)"
     )
     return 0
-
-
-def _empty(dimension: int):
-    import numpy as np
-
-    return np.zeros((0, dimension), dtype=np.float32)
 
 
 def _names(values: list[str] | None) -> tuple[str, ...]:

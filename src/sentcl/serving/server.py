@@ -232,7 +232,10 @@ class ModelService:
         change at a time, from its turn in the queue to its swap."""
         assert self.writer is not None
         async with self.write_lock:
-            changed, answer = await self.admitted(texts, param, work, request, exclusive=True)
+            try:
+                changed, answer = await self.admitted(texts, param, work, request, exclusive=True)
+            except ChangeError as exc:  # refused as a whole: nothing changed
+                raise APIError(exc.status, exc.message, exc.param) from None
             if changed is not self.index:
                 await asyncio.to_thread(self.writer.save, changed)
                 self.index = changed
@@ -348,10 +351,7 @@ async def add_documents(body, request: Request) -> Response:
         def encode(fresh: list[str]) -> np.ndarray:
             return service.embed(fresh, prompt=service.prompts.get(DOCUMENT, ""), cost=cost)
 
-        try:
-            return service.writer.upsert(service.index, body.documents, encode)
-        except ChangeError as exc:
-            raise APIError(exc.status, exc.message, exc.param) from None
+        return service.writer.upsert(service.index, body.documents, encode)
 
     return await service.change(texts, "documents", work, request)
 
@@ -362,10 +362,7 @@ async def delete_document(key: str, request: Request) -> Response:
 
     def work(cost: int) -> tuple[SentenceIndex, dict]:
         assert service.writer is not None and isinstance(service.index, SentenceIndex)
-        try:
-            return service.writer.delete(service.index, key)
-        except ChangeError as exc:
-            raise APIError(exc.status, exc.message, exc.param) from None
+        return service.writer.delete(service.index, key)
 
     return await service.change([], "key", work, request)
 

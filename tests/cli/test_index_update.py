@@ -107,7 +107,7 @@ def test_updates_with_other_settings_are_one_line_and_change_nothing(tiny_model_
         ([model, str(first), "--out", str(out), "--update"], "read its documents with"),
         ([model, str(sentences), *update[:-2]], "is a text file;"),
         ([model, str(first), *update, "--kind", "ivf"], "is a flat index; an update keeps its kind"),
-        ([model, str(first), *update, "--backend", "lance"], "--update: for a faiss index of documents"),
+        ([model, str(first), *update, "--backend", "lance"], "is a faiss index; an update keeps its backend"),
         ([model, str(first), "--out", str(tmp_path / "none"), "--update"], "is no index folder"),
     ]
     for argv, message in cases:
@@ -157,3 +157,124 @@ def test_a_kill_during_an_update_leaves_the_previous_index_and_the_rerun_converg
     np.testing.assert_allclose(updated.stored_vectors(), built.stored_vectors(), atol=1e-5)
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".idx")] == []
     assert json.loads((out / "index.json").read_text())["size"] == 1500
+
+
+def lance_rows(index) -> dict:
+    """A lance index's rows by key: text, kept fields, hash and vector (row numbers aside: an update numbers
+    the rows it adds after the last)."""
+    table = index.table.to_arrow()
+    columns = {
+        name: table.column(name).to_pylist() if name in table.column_names else [None] * len(table)
+        for name in ("key", "text", "fields", "hash")
+    }
+    vectors = np.asarray(table.column("vector").to_pylist(), dtype=np.float32)
+    return {
+        key: (columns["text"][i], columns["fields"][i], columns["hash"][i], vectors[i])
+        for i, key in enumerate(columns["key"])
+    }
+
+
+def assert_same_rows(updated, built):
+    got, want = lance_rows(updated), lance_rows(built)
+    assert sorted(got) == sorted(want)
+    for key, (text, fields, digest, vector) in want.items():
+        assert got[key][:3] == (text, fields, digest), key
+        np.testing.assert_allclose(got[key][3], vector, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["flat", "ivf_pq"])
+def test_a_lance_update_deletes_and_appends_only_what_changed(
+    kind, tiny_model_dir, tmp_path, capsys, counted
+):
+    pytest.importorskip("lancedb")
+    old = corpus_rows(300)
+    new = [dict(r) for r in corpus_rows(300, frozenset({10, 11}))[3:]] + corpus_rows(4, start=300)
+    next(r for r in new if r["_id"] == "d20")["url"] = "it's elsewhere"
+    options = ["--field", "url", "--kind", kind, "--dtype", "fp32", "--backend", "lance"]
+    options += ["--partitions", "2", "--sub-vectors", "4"] if kind == "ivf_pq" else []
+    out, clean = tmp_path / "idx", tmp_path / "clean"
+    model = str(tiny_model_dir)
+    old_corpus = write_documents(tmp_path / "old.jsonl", old)
+    assert main(["index", model, str(old_corpus), "--out", str(out), *options]) == 0
+    counted.clear()
+    corpus = write_documents(tmp_path / "new.jsonl", new)
+    update = ["--field", "url", "--backend", "lance", "--update"]
+    assert main(["index", model, str(corpus), "--out", str(out), *update]) == 0
+    assert sum(counted) == 7
+    assert "4 added, 3 changed, 3 removed, 294 unchanged; 7 documents encoded" in capsys.readouterr().out
+    assert main(["index", model, str(corpus), "--out", str(clean), *options]) == 0
+    updated, built = load_index(out), load_index(clean)
+    assert len(updated) == len(built) == 301 and updated.kind == built.kind == kind
+    assert_same_rows(updated, built)
+    query = np.asarray(Batched(__import__("sentcl.model", fromlist=["load_encoder"]).load_encoder(model), 8)
+                       .encode(["a man plays the ball 5"]))  # fmt: skip
+    if kind == "flat":
+        assert [(h.key, h.text) for h in updated.search(query, 10)[0]] == [
+            (h.key, h.text) for h in built.search(query, 10)[0]
+        ]
+    assert {h.id for h in updated.search(query, 301)[0]} >= {300, 301, 302}  # added rows numbered after 299
+    meta = json.loads((out / "index.json").read_text())
+    counted.clear()
+    assert main(["index", model, str(corpus), "--out", str(out), *update]) == 0
+    assert sum(counted) == 0 and json.loads((out / "index.json").read_text()) == meta
+
+
+def test_a_lance_update_stopped_before_it_is_named_leaves_the_previous_index(
+    tiny_model_dir, tmp_path, monkeypatch
+):
+    """LanceDB has written the new rows (new table versions) when the update dies before index.json names
+    them: the index is the previous one, and the next update starts again from it and converges."""
+    pytest.importorskip("lancedb")
+    import sentcl.search.lance_index as lance_index
+
+    model = str(tiny_model_dir)
+    out, clean = tmp_path / "idx", tmp_path / "clean"
+    lance = ["--backend", "lance", "--dtype", "fp32"]
+    assert main(["index", model, str(write_documents(tmp_path / "old.jsonl", corpus_rows(20))), "--out",
+                 str(out), *lance]) == 0  # fmt: skip
+    meta = (out / "index.json").read_bytes()
+    corpus = write_documents(tmp_path / "new.jsonl", corpus_rows(30, frozenset(range(5)))[2:])
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt  # the instant before index.json is replaced
+
+    monkeypatch.setattr(lance_index, "atomic_file", killed)
+    with pytest.raises(KeyboardInterrupt):
+        main(["index", model, str(corpus), "--out", str(out), *lance, "--update"])
+    monkeypatch.undo()
+    assert (out / "index.json").read_bytes() == meta
+    index = load_index(out)
+    assert len(index) == 20 and sorted(lance_rows(index)) == sorted(f"d{i}" for i in range(20))
+    assert main(["index", model, str(corpus), "--out", str(out), *lance, "--update"]) == 0
+    assert main(["index", model, str(corpus), "--out", str(clean), *lance]) == 0
+    assert_same_rows(load_index(out), load_index(clean))
+
+
+def test_lance_updates_refused_in_one_line(tiny_model_dir, tmp_path, capsys):
+    pytest.importorskip("lancedb")
+    model = str(tiny_model_dir)
+    docs = write_documents(tmp_path / "docs.jsonl", corpus_rows(12))
+    sentences = tmp_path / "lines.txt"
+    sentences.write_text("a dog\nthe cat\n")
+    lance, built = ["--backend", "lance", "--dtype", "fp32"], tmp_path / "lance"
+    assert main(["index", model, str(docs), "--out", str(built), *lance]) == 0
+    assert main(["index", model, str(sentences), "--out", str(tmp_path / "lines"), *lance]) == 0
+    before = folder_bytes(built)
+    capsys.readouterr()
+    cases = [
+        ([str(docs), "--out", str(built), "--update", "--partitions", "3"], "--partitions: an update keeps"),
+        (
+            [str(docs), "--out", str(built), "--update", "--kind", "ivf_pq"],
+            "is a flat index; an update keeps",
+        ),
+        (
+            [str(docs), "--out", str(built), "--update", "--pooler", "cls_before_pooler"],
+            "was built with weights",
+        ),
+        ([str(docs), "--out", str(tmp_path / "lines"), "--update"], "is an index of sentences without"),
+    ]
+    for argv, message in cases:
+        assert main(["index", model, *argv]) == 2, argv
+        err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+        assert len(err) == 1 and message in err[0], (argv, err)
+    assert folder_bytes(built) == before

@@ -4,7 +4,8 @@ ray`` writes (``--shards``). A corpus is a text file (one sentence a line, known
 with ids and fields (a BEIR folder, JSON lines, Parquet: sentcl/data/documents.py), whose results carry their
 ids. ``--update`` brings an index of documents up to date with its corpus as it is now: only the new and
 the changed documents are encoded (a content hash per document), removed ones leave it, with the model and
-settings it was built with (refused otherwise), and the folder is replaced atomically."""
+settings it was built with (refused otherwise): a faiss index's folder is replaced atomically, a lance index
+deletes and appends rows in new table versions that its index.json then names."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from sentcl.embedder import Batched
 from sentcl.extras import require
 from sentcl.model import pooler_argument
 from sentcl.model.int8_gate import model_key
-from sentcl.search import LanceIndex, SentenceIndex
+from sentcl.search import LanceIndex, SentenceIndex, load_index
 from sentcl.search.index import (
     DocumentRows,
     IndexFolderError,
@@ -38,7 +39,7 @@ from sentcl.search.index import (
     embed_documents,
     plan_update,
 )
-from sentcl.search.lance_index import check_sub_vectors
+from sentcl.search.lance_index import Batch, check_sub_vectors
 
 NAMES = ("index",)
 
@@ -165,33 +166,49 @@ def check_same_settings(built: dict[str, Any], now: dict[str, Any], where: str, 
             )
 
 
-def run_update(args: argparse.Namespace) -> int:
-    """``--update``: the index at ``--out`` brought up to date with CORPUS (module docstring)."""
-    if args.backend != "faiss" or args.shards:
-        raise ConfigError("--update: for a faiss index of documents (a lance index is built again)")
+def updatable(args: argparse.Namespace) -> tuple[SentenceIndex | LanceIndex, DocumentRows]:
+    """The index at ``--out`` (either backend) and its documents, with the options an update cannot change
+    refused in one line."""
+    if args.shards:
+        raise ConfigError("--shards: an update reads MODEL and CORPUS (the corpus as it is now)")
     if not (args.model and args.corpus):
         raise ConfigError("--update: MODEL and CORPUS are needed (the corpus as it is now)")
     if not Path(args.out, "index.json").is_file():
         raise ConfigError(f"--update: {args.out} is no index folder; build it first (without --update)")
-    old = SentenceIndex.load(args.out)
-    if old.documents is None or old.documents.hashes is None or old.settings is None:
+    old = load_index(args.out)
+    if args.backend != "faiss" and old.backend != args.backend:
+        raise ConfigError(
+            f"--backend {args.backend}: {args.out} is a faiss index; an update keeps its backend"
+        )
+    cells = [f for f, v in (("--partitions", args.partitions), ("--sub-vectors", args.sub_vectors)) if v]
+    if cells:
+        raise ConfigError(f"{cells[0]}: an update keeps the index's cells and codes")
+    before = old.documents if isinstance(old, SentenceIndex) else old.stored_documents()
+    if before is None or before.hashes is None or old.settings is None:
         raise IndexFolderError(
-            f"--update: {args.out} is an index of {'sentences' if old.documents is None else 'documents'} "
+            f"--update: {args.out} is an index of {'sentences' if before is None else 'documents'} "
             f"without content hashes or the model's settings; build it again (without --update)"
         )
     if args.kind not in ("auto", old.kind):
         raise ConfigError(f"--kind {args.kind}: {args.out} is a {old.kind} index; an update keeps its kind")
+    return old, before
+
+
+def run_update(args: argparse.Namespace) -> int:
+    """``--update``: the index at ``--out`` brought up to date with CORPUS (module docstring)."""
+    old, before = updatable(args)
+    assert old.settings is not None
     texts, documents = corpus_rows(args)
     if documents is None:
         raise ConfigError(f"--update: {args.corpus} is a text file; {args.out} is an index of documents")
-    if documents.fields != old.documents.fields:
+    if documents.fields != before.fields:
         raise ConfigError(
-            f"--update: {args.out} read its documents with {old.documents.fields}, this run with "
+            f"--update: {args.out} read its documents with {before.fields}, this run with "
             f"{documents.fields}; the same --id-field, --text-field and --field, or build a new index"
         )
     rows = document_rows(documents)
     started = time.perf_counter()
-    update = plan_update(old.documents, rows.ids, rows.hashes or [])
+    update = plan_update(before, rows.ids, rows.hashes or [])
     if args.dtype == "auto":  # the precision the index was built in, not a new decision for a few texts
         args.dtype = old.settings.get("precision", "auto")
     encoder = inference_encoder(args, texts=len(update.encode))
@@ -201,10 +218,14 @@ def run_update(args: argparse.Namespace) -> int:
     )  # fmt: skip
     fresh = [texts[row] for row in update.encode]
     embedder = Batched(encoder, args.batch_size, show_progress=len(fresh) > 1000)
-    empty = np.zeros((0, old.index.d), dtype=np.float32)
+    empty = np.zeros((0, encoder.dimension), dtype=np.float32)
     vectors = embed_documents(embedder, fresh, encoder.source) if fresh else empty
-    index = old.updated(update, texts, rows, vectors)
-    index.save(args.out, overwrite=args.overwrite)
+    index: SentenceIndex | LanceIndex
+    if isinstance(old, LanceIndex):
+        index = old.updated(before, update, Batch(rows.ids, texts, vectors, rows.kept, rows.hashes))
+    else:
+        index = old.updated(update, texts, rows, vectors)
+        index.save(args.out, overwrite=args.overwrite)
     print(
         f"{args.out}: {update.describe()}; {len(fresh):,} documents encoded, {len(index):,} in the "
         f"{index.kind} index ({time.perf_counter() - started:.1f} s)"
@@ -272,7 +293,9 @@ def run_lance(args: argparse.Namespace) -> int:
         )
         embedder = Batched(encoder, args.batch_size, show_progress=True)
         if documents is not None:
-            options |= {"ids": documents.ids, "kept": kept(documents), "documents": documents.fields}
+            read = document_rows(documents)
+            options |= {"ids": read.ids, "kept": read.kept, "documents": read.fields, "hashes": read.hashes}
+        options["settings"] = encoder_settings(encoder)
         index = LanceIndex.of_corpus(args.out, embedder, texts, model=encoder.source, **options)
     rows = "rows" if args.shards else what(documents)
     print(f"{args.out}: {len(index)} {rows}, lance {index.kind} index, model {index.model}")

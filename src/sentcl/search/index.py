@@ -89,6 +89,8 @@ def _normalize(x: np.ndarray) -> np.ndarray:
 
 
 class SentenceIndex:
+    backend = "faiss"
+
     def __init__(
         self, index: faiss.Index, texts: list[str], kind: str, model: str | None = None,
         rescore: tuple[np.ndarray, np.ndarray] | None = None, rescore_multiplier: int = 4,

@@ -9,8 +9,17 @@ on object storage or be written by Ray or Spark. ``ivf_pq`` partitions the L2-no
 the codes and rescores the best ``refine_factor`` × top_k with the exact vectors read from disk (LanceDB's
 refine step) — the cosine a hit reports is exact. ``flat`` scans every vector (exact; the default below
 100,000 rows, as for the faiss index). The folder also holds ``index.json`` (backend, kind, size,
-dimension, the model, the search settings); each row keeps its position (a hit's ``id``), the id its input
-gave (a hit's ``key``) and its text.
+dimension, the model, the search settings); each row keeps its number (a hit's ``id``: its line in the
+corpus it was built from; rows an update adds are numbered after the last), the id its input gave (a hit's
+``key``) and its text.
+
+An index of documents changes without a rebuild (``sentcl index --update``, :meth:`LanceIndex.updated`):
+each row keeps its content hash and index.json the encoder's settings, so only new and changed documents are
+encoded; LanceDB deletes and appends them. Every LanceDB write is a new version of the table, and index.json
+names the version the index is (``version``; :meth:`LanceIndex.load` checks it out): an update writes its
+versions, then replaces index.json in one rename, so a reader, or an update killed at any instant, sees the
+previous index or the new one; the next update starts again from the version index.json names. Versions
+older than a week are removed after an update (a reader that holds one longer reads the index again).
 
 Build from vectors in batches (:meth:`LanceIndex.build`), from a corpus and an :class:`Embedder`, or from
 the Parquet shards ``sentcl encode --engine ray`` writes (:meth:`LanceIndex.from_shards`: shard by shard,
@@ -23,18 +32,19 @@ import json
 import logging
 import math
 from collections.abc import Iterable, Iterator, Sequence
+from datetime import timedelta
 from itertools import chain
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from sentcl.arrow_columns import column_matrix, vector_column
-from sentcl.atomic_write import atomic_folder
+from sentcl.atomic_write import atomic_file, atomic_folder
 from sentcl.config import ConfigError
 from sentcl.embedder import DOCUMENT, QUERY, Embedder, for_role, require_finite
 from sentcl.extras import require
-from sentcl.search.index import FLAT_LIMIT, Hit, IndexFolderError
+from sentcl.search.index import FLAT_LIMIT, DocumentRows, Hit, IndexFolderError, Update
 
 logger = logging.getLogger(__name__)
 
@@ -43,8 +53,21 @@ TABLE = "corpus"
 #: rows per batch when vectors stream into the table
 BATCH_ROWS = 65_536
 
-#: ids, texts, vectors [n, D], and for documents with kept fields each row's fields
-Batch = tuple  # (Sequence[str], Sequence[str], np.ndarray[, Sequence[dict]])
+#: versions of the table kept after an update (a reader that checked out an older one reads index.json again)
+KEEP_VERSIONS = timedelta(days=7)
+#: no version removed while an update writes (the one index.json names must stay until the next is named)
+KEEP_ALL = timedelta(days=365_000)
+
+
+class Batch(NamedTuple):
+    """Rows for the table: ids, texts, vectors [n, D], and for documents each row's kept fields (when the
+    index keeps fields) and content hash (when the index can be updated)."""
+
+    ids: Sequence[str]
+    texts: Sequence[str]
+    vectors: np.ndarray
+    kept: Sequence[dict] | None = None
+    hashes: Sequence[str] | None = None
 
 
 def _lancedb():
@@ -93,11 +116,13 @@ class LanceIndex:
         cls, folder: str | Path, batches: Iterable[Batch], model: str | None = None, kind: str = "auto",
         partitions: int | None = None, sub_vectors: int | None = None, nprobes: int = 20,
         refine_factor: int = 10, overwrite: bool = False, documents: dict | None = None, keys: str = "ids",
+        settings: dict | None = None,
     ) -> LanceIndex:  # fmt: skip
-        """Stream ``batches`` (ids, texts, vectors[, kept fields]) into a new index folder (written whole or
-        not at all); ``documents`` says how a corpus of documents was read (index.json records it), and with
-        kept fields each row keeps them as a JSON column that results carry. ``keys``: "ids" where a row's
-        key is the user's (documents, shards), "rows" where it is only its line."""
+        """Stream ``batches`` into a new index folder (written whole or not at all); ``documents`` says how a
+        corpus of documents was read (index.json records it), and with kept fields each row keeps them as a
+        JSON column that results carry, with hashes its content hash. ``keys``: "ids" where a row's key is the
+        user's (documents, shards), "rows" where it is only its line. ``settings``: how the vectors were
+        encoded (an update is refused under others)."""
         if kind not in KINDS:
             raise ValueError(f"index kind {kind!r} is not one of {', '.join(KINDS)}")
         pa = _pyarrow()
@@ -111,7 +136,12 @@ class LanceIndex:
                 ("vector", pa.list_(pa.float32(), dimension)),
             ]  # fmt: skip
             kept = bool(documents and documents.get("keep"))
-            schema = pa.schema(columns + ([("fields", pa.string())] if kept else []))
+            hashed = first.hashes is not None
+            schema = pa.schema(
+                columns
+                + ([("fields", pa.string())] if kept else [])
+                + ([("hash", pa.string())] if hashed else [])
+            )
             counter = {"rows": 0}
             records = _records(pa, schema, chain([first], rest), dimension, counter)
             table = lancedb.connect(str(tmp / "lance")).create_table(TABLE, data=records, schema=schema)
@@ -129,6 +159,8 @@ class LanceIndex:
             }  # fmt: skip
             if documents is not None:
                 meta["documents"] = documents
+            if settings is not None:
+                meta["encoder"] = settings
             meta["keys"] = keys
             if kind == "ivf_pq":
                 meta["partitions"] = partitions or default_partitions(size)
@@ -140,6 +172,7 @@ class LanceIndex:
                     num_sub_vectors=meta["sub_vectors"],
                 )
                 table.create_index("vector", config=config)
+            meta["version"], meta["next_row"] = table.version, size
             (tmp / "index.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
         return cls.load(folder)
 
@@ -147,10 +180,11 @@ class LanceIndex:
     def of_corpus(
         cls, folder: str | Path, embedder: Embedder, corpus: Sequence[str], model: str | None = None,
         batch_rows: int = BATCH_ROWS, ids: Sequence[str] | None = None, kept: Sequence[dict] | None = None,
-        **options: Any,
+        hashes: Sequence[str] | None = None, **options: Any,
     ) -> LanceIndex:  # fmt: skip
         """Embed ``corpus`` (its document prompt) in batches of ``batch_rows`` and index it; a row's key is
-        its id in ``ids`` (the user's documents) or its line, and ``kept`` its fields for results."""
+        its id in ``ids`` (the user's documents) or its line, ``kept`` its fields for results and ``hashes``
+        its content hash (for updates)."""
         corpus = list(corpus)
         if not corpus:
             raise ValueError("cannot index an empty corpus")
@@ -162,11 +196,12 @@ class LanceIndex:
                 stop = start + batch_rows
                 texts = corpus[start:stop]
                 vectors = require_finite(np.asarray(encoder.encode(texts), dtype=np.float32), texts, model)
-                yield (
+                yield Batch(
                     keys[start:stop],
                     texts,
                     vectors,
-                    *([list(kept[start:stop])] if kept is not None else []),
+                    None if kept is None else list(kept[start:stop]),
+                    None if hashes is None else list(hashes[start:stop]),
                 )
 
         return cls.build(folder, batches(), model=model, keys="ids" if ids is not None else "rows", **options)
@@ -204,7 +239,7 @@ class LanceIndex:
             for path in files:
                 for batch in parquet.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS):
                     vectors = column_matrix(batch.column("vector"))
-                    yield batch.column("id").to_pylist(), batch.column("text").to_pylist(), vectors
+                    yield Batch(batch.column("id").to_pylist(), batch.column("text").to_pylist(), vectors)
 
         options.setdefault("model", settings.get("model"))
         return cls.build(folder, batches(), **options)
@@ -221,6 +256,8 @@ class LanceIndex:
             raise IndexFolderError(f"{meta_path}: missing or unreadable; not a sentcl lance index") from None
         try:
             table = _lancedb().connect(str(folder / "lance")).open_table(TABLE)
+            if "version" in meta:  # the version this index is (an update writes later ones before naming one)
+                table.checkout(int(meta["version"]))
             rows = table.count_rows()
             width = table.schema.field("vector").type.list_size
         except (OSError, ValueError, KeyError, RuntimeError) as exc:
@@ -289,6 +326,57 @@ class LanceIndex:
         vectors = np.asarray(for_role(embedder, QUERY).encode(queries))
         return self.search(vectors, top_k=top_k, threshold=threshold)
 
+    # ----------------------------------------------------------------------------------------- update
+    @property
+    def settings(self) -> dict | None:
+        """How the vectors were encoded (the model, a digest of its weights, pooler, length, prompt and
+        precision); None for an index built without the record."""
+        return self.meta.get("encoder")
+
+    def stored_documents(self) -> DocumentRows | None:
+        """The rows' ids and content hashes (read without the vectors) and how the documents were read; None
+        for an index of sentences or one built without hashes (it cannot be updated)."""
+        if "documents" not in self.meta or "hash" not in self.table.schema.names:
+            return None
+        found = self.table.search().select(["key", "hash"]).limit(None).to_arrow()
+        return DocumentRows(
+            found.column("key").to_pylist(), None, self.meta["documents"], found.column("hash").to_pylist()
+        )
+
+    def updated(self, before: DocumentRows, update: Update, now: Batch) -> LanceIndex:
+        """This index with the rows of ``before`` (:meth:`stored_documents`) the ``update`` removes or changes
+        deleted and the new and changed rows of ``now`` (the corpus as it is; its vectors for the rows
+        ``update.encode`` only) appended, published as one change (the module docstring)."""
+        assert now.hashes is not None
+        fresh = update.encode
+        stale = set(before.ids) - {now.ids[row] for row, old in enumerate(update.reuse) if old is not None}
+        table = _lancedb().connect(str(self.folder / "lance")).open_table(TABLE)
+        if not stale and not fresh:
+            return self  # nothing to change: nothing written
+        if table.version != int(self.meta["version"]):  # an update stopped before it was named: start again
+            table.restore(int(self.meta["version"]))
+        if stale:
+            table.delete(f"key IN ({', '.join(_sql_string(key) for key in sorted(stale))})")
+        start = int(self.meta.get("next_row", self.size))
+        if fresh:
+            pa = _pyarrow()
+            batch = Batch(
+                [now.ids[r] for r in fresh], [now.texts[r] for r in fresh], now.vectors,
+                None if now.kept is None else [now.kept[r] for r in fresh], [now.hashes[r] for r in fresh],
+            )  # fmt: skip
+            table.add(pa.Table.from_batches(_records(pa, table.schema, iter([batch]), self.dimension,
+                                                     {"rows": start})))  # fmt: skip
+        table.optimize(cleanup_older_than=KEEP_ALL)  # new rows into the IVF cells; small files merged
+        meta = self.meta | {
+            "size": table.count_rows(),
+            "version": table.version,
+            "next_row": start + len(fresh),
+        }
+        with atomic_file(self.folder / "index.json") as handle:
+            handle.write(json.dumps(meta, indent=2) + "\n")
+        table.optimize(cleanup_older_than=KEEP_VERSIONS)
+        return LanceIndex.load(self.folder)
+
     def hybrid_search(self, query_embeddings, queries, top_k: int = 5, depth: int = 100) -> list[list[Hit]]:
         raise IndexFolderError(
             f"{self.folder}: hybrid search (BM25 over the texts) needs the in-memory index (sentcl index "
@@ -304,9 +392,15 @@ def _peek(batches: Iterable[Batch]) -> tuple[Batch, Iterator[Batch]]:
     raise ValueError("cannot index an empty corpus")
 
 
+def _sql_string(value: str) -> str:
+    """``value`` as a SQL string literal (LanceDB's filters)."""
+    return "'" + value.replace("'", "''") + "'"
+
+
 def _records(pa, schema, batches: Iterator[Batch], dimension: int, counter: dict) -> Iterator[Any]:
-    """Record batches for the table: each row's position, key, text and L2-normalised vector."""
-    for ids, texts, vectors, *kept in batches:
+    """Record batches for the table: each row's number, key, text and L2-normalised vector (and its kept
+    fields and content hash where the schema has them)."""
+    for ids, texts, vectors, kept, hashes in batches:
         vectors = np.asarray(vectors, dtype=np.float32)
         if vectors.ndim != 2 or vectors.shape[1] != dimension:
             raise IndexFolderError(
@@ -324,10 +418,11 @@ def _records(pa, schema, batches: Iterator[Batch], dimension: int, counter: dict
                 pa.array(list(texts), pa.string()),
                 vector_column(vectors, "lance", "a lance index"),
                 *(
-                    [pa.array([json.dumps(f, ensure_ascii=False) for f in kept[0]], pa.string())]
-                    if kept
+                    [pa.array([json.dumps(f, ensure_ascii=False) for f in kept or ()], pa.string())]
+                    if "fields" in schema.names
                     else []
                 ),
+                *([pa.array(list(hashes or ()), pa.string())] if "hash" in schema.names else []),
             ],
             schema=schema,
         )

@@ -27,14 +27,16 @@ from sentcl.cli.common import (
 from sentcl.config import ConfigError
 from sentcl.data import read_sentences
 from sentcl.data.documents import DocumentFields, Documents, is_document_corpus, read_documents
-from sentcl.embedder import Batched
+from sentcl.embedder import DOCUMENT, Batched, for_role
 from sentcl.extras import require
 from sentcl.model import pooler_argument
 from sentcl.model.int8_gate import model_key
+from sentcl.passages import model_window, split_passages
 from sentcl.search import LanceIndex, SentenceIndex, load_index
 from sentcl.search.index import (
     DocumentRows,
     IndexFolderError,
+    PassageRows,
     content_hash,
     embed_documents,
     plan_update,
@@ -91,6 +93,15 @@ def add_parser(commands) -> None:
         help="--out is an index of documents: bring it up to date with CORPUS, encoding only the documents "
         "that are new or changed, dropping those no longer there (same model and settings, or refused)",
     )  # fmt: skip
+    p.add_argument(
+        "--passages", action="store_true",
+        help="a document longer than the model reads is split into overlapping token windows (its title "
+        "before each), one vector each; a document scores its best passage and a hit shows that passage",
+    )  # fmt: skip
+    p.add_argument(
+        "--passage-overlap", type=int, metavar="N",
+        help="with --passages: tokens neighbouring windows share (default: an eighth of the window)",
+    )  # fmt: skip
     add_overwrite_argument(p, "--out")
     p.add_argument("--pooler", type=pooler_argument)
     p.add_argument("--batch-size", type=positive_int, default=128)
@@ -99,6 +110,7 @@ def add_parser(commands) -> None:
 
 def run_command(args: argparse.Namespace) -> int:
     check_replaceable(args.out, "index", args.overwrite, "--out")
+    check_passage_options(args)
     if args.update:
         return run_update(args)
     if args.backend == "lance":
@@ -111,18 +123,55 @@ def run_command(args: argparse.Namespace) -> int:
     encoder = inference_encoder(args, texts=len(texts))
     rows = None if documents is None else document_rows(documents)
     embedder = Batched(encoder, args.batch_size, show_progress=True)
-    index = SentenceIndex.of_corpus(
-        embedder,
-        texts,
-        kind=args.kind,
-        model=encoder.source,
-        documents=rows,
-        settings=encoder_settings(encoder),
-    )
+    settings = encoder_settings(encoder)
+    if args.passages:
+        passages = cut_passages(args, embedder, texts, documents)
+        vectors = embed_documents(embedder, passages.texts, encoder.source)
+        index = SentenceIndex.build(
+            vectors,
+            texts,
+            args.kind,
+            model=encoder.source,
+            documents=rows,
+            settings=settings,
+            passages=passages,
+        )
+    else:
+        index = SentenceIndex.of_corpus(
+            embedder, texts, kind=args.kind, model=encoder.source, documents=rows, settings=settings
+        )
     index.rescore_multiplier = args.rescore
     index.save(args.out, overwrite=args.overwrite)
-    print(f"{args.out}: {len(index)} {what(documents)}, {index.kind} index, model {index.model}")
+    cut = "" if index.passages is None else f" as {len(index.passages.texts):,} passages"
+    print(f"{args.out}: {len(index)} {what(documents)}{cut}, {index.kind} index, model {index.model}")
     return 0
+
+
+def check_passage_options(args: argparse.Namespace) -> None:
+    """``--passages`` for a faiss index built (not updated); ``--passage-overlap`` only with it."""
+    if args.passage_overlap is not None and not args.passages:
+        raise ConfigError("--passage-overlap: for --passages (documents are not split without it)")
+    if args.passage_overlap is not None and args.passage_overlap < 0:
+        raise ConfigError(f"--passage-overlap {args.passage_overlap}: tokens shared, 0 or more")
+    if args.passages and (args.backend != "faiss" or args.update):
+        raise ConfigError(
+            "--passages: for a faiss index built from its corpus (not --backend lance, not --update: an "
+            "index of passages is built again when its documents change)"
+        )
+
+
+def cut_passages(
+    args: argparse.Namespace, embedder: Batched, texts: list[str], documents: Documents | None
+) -> PassageRows:
+    """Every document as passages of the model's length (sentcl/passages.py): a BEIR-style title (the first
+    of several text fields) before each window of the rest; a text file's lines have no title."""
+    tokenizer, length = model_window(embedder)
+    titles = [""] * len(texts) if documents is None else documents.titles
+    bodies = texts if documents is None else [documents.body(row) for row in range(len(texts))]
+    prompt = getattr(for_role(embedder, DOCUMENT), "prompt", "")
+    split = split_passages(titles, bodies, tokenizer, length, args.passage_overlap, prompt)
+    settings = {"score": "max", "overlap": args.passage_overlap, "length": length}
+    return PassageRows(split.texts, split.starts, settings | {"split": split.split_documents})
 
 
 def document_rows(documents: Documents) -> DocumentRows:
@@ -183,6 +232,8 @@ def updatable(args: argparse.Namespace) -> tuple[SentenceIndex | LanceIndex, Doc
     cells = [f for f, v in (("--partitions", args.partitions), ("--sub-vectors", args.sub_vectors)) if v]
     if cells:
         raise ConfigError(f"{cells[0]}: an update keeps the index's cells and codes")
+    if isinstance(old, SentenceIndex) and old.passages is not None:
+        raise ConfigError(f"--update: {args.out} is an index of passages; build it again (without --update)")
     before = old.documents if isinstance(old, SentenceIndex) else old.stored_documents()
     if before is None or before.hashes is None or old.settings is None:
         raise IndexFolderError(

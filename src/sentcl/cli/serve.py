@@ -70,6 +70,11 @@ def writable_index(args: argparse.Namespace, index) -> SentenceIndex:
             f"--writable: {args.index} is not a faiss index of documents with its model's settings (build it "
             f"with sentcl index from a BEIR folder, JSON lines or Parquet)"
         )
+    if index.passages is not None:
+        raise ConfigError(
+            f"--writable: {args.index} is an index of passages (sentcl index --passages), built again rather "
+            "than changed; serve it read-only"
+        )
     if args.dtype == "auto":
         args.dtype = index.settings.get("precision", "auto")
     return index

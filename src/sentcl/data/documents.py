@@ -57,9 +57,17 @@ class Documents:
     kept: list[dict[str, Any]] = field(default_factory=list)
     #: the fields that made them (the id field as resolved), recorded with an index
     fields: dict[str, Any] = field(default_factory=dict)
+    #: each text's first text field where there are more (BEIR's title; "" where none): the part a
+    #: document's passages repeat (sentcl/passages.py); the text is the title, a space and the body
+    titles: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    def body(self, row: int) -> str:
+        """Document ``row``'s text after its title."""
+        title = self.titles[row]
+        return self.texts[row][len(title) + 1 :] if title else self.texts[row]
 
 
 def is_document_corpus(path: str | Path) -> bool:
@@ -82,7 +90,9 @@ def read_documents(path: str | Path, fields: DocumentFields = DocumentFields()) 
             raise DataError(f"{where}: the id {key!r} again (first at {seen[key]})")
         seen[key] = where
         documents.ids.append(key)
-        documents.texts.append(_document_text(row, fields, where, key))
+        title, text = _document_text(row, fields, where, key)
+        documents.titles.append(title)
+        documents.texts.append(text)
         documents.kept.append({name: row.get(name) for name in fields.keep})
     if not documents.ids:
         raise DataError(f"{source}:1: the corpus has no documents")
@@ -99,8 +109,9 @@ def _document_id(value: Any, id_field: str, where: str) -> str:
     return str(value)
 
 
-def _document_text(row: dict[str, Any], fields: DocumentFields, where: str, key: str) -> str:
-    parts = []
+def _document_text(row: dict[str, Any], fields: DocumentFields, where: str, key: str) -> tuple[str, str]:
+    """The document's title (its first text field, where there are more and it has one) and its text."""
+    parts, title = [], ""
     for name in fields.text_fields:
         value = row.get(name)
         if value is None and name == "title" and not fields.text:  # BEIR's title is optional
@@ -112,9 +123,11 @@ def _document_text(row: dict[str, Any], fields: DocumentFields, where: str, key:
             )
         if value.strip():
             parts.append(value.strip())
+            if name == fields.text_fields[0] and len(fields.text_fields) > 1:
+                title = value.strip()
     if not parts:
         raise DataError(f"{where}: document {key!r} has no text (fields {', '.join(fields.text_fields)})")
-    return " ".join(parts)
+    return title, " ".join(parts)
 
 
 def _json_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:

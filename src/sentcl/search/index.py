@@ -10,6 +10,13 @@ the corpus texts (one JSON string per line), for ``binary`` the int8 codes and t
 documents their ids and the fields kept for results (``documents.jsonl``, one ``{"id", "fields"}`` a row), and
 ``index.json`` (kind, size, dimension, the model that embedded it, the fields that made the documents).
 The index sees a model only through the :class:`Embedder` protocol (``encode(texts) → vectors``).
+
+An index of passages (``sentcl index --passages``; :class:`PassageRows`) holds one vector per passage of
+each document (sentcl/passages.py) and answers with documents: a document scores its best passage's cosine,
+and a hit carries that passage's text. A search reads ``top_k`` × the most passages a document has, which
+always holds the best ``top_k`` documents (each document above the k-th has at most that many passages
+above it), so a flat index of passages is exact; hybrid search fuses that document ranking with BM25 over
+the whole documents.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -44,6 +51,8 @@ INDEX_FILES = ("index.faiss", "texts.jsonl")
 RESCORE_FILES = ("rescore_int8.npy", "rescore_ranges.npy")
 #: and those of a corpus of documents: each row's id and the fields kept for its results
 DOCUMENT_FILES = ("documents.jsonl",)
+#: and those of an index of passages: each passage's text, and each document's first passage
+PASSAGE_FILES = ("passages.jsonl", "passage_starts.npy")
 KINDS = ("auto", "flat", "ivf", "binary")
 #: how deep each ranking goes before hybrid search fuses them
 HYBRID_DEPTH = 100
@@ -75,6 +84,46 @@ class Hit:
     fields: dict | None = None  # the document's fields kept for results (sentcl index --field)
 
 
+@dataclass
+class PassageRows:
+    """The passages of an index of passages: the faiss index's row ``p`` is passage ``texts[p]``; document
+    ``d``'s passages are rows ``starts[d]`` to ``starts[d + 1]``; ``settings`` says how they were cut (the
+    window's overlap, the model's length), recorded in index.json."""
+
+    texts: list[str]
+    starts: np.ndarray  # [D + 1] int64
+    settings: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.starts = np.asarray(self.starts, dtype=np.int64)
+        sizes = np.diff(self.starts)
+        if self.starts[0] != 0 or self.starts[-1] != len(self.texts) or (sizes < 1).any():
+            raise ValueError(
+                "passage starts must rise from 0 to the passage count, one passage a document at least"
+            )
+        self.owner = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
+        #: the most passages one document has: a search reads top_k × this many passages
+        self.widest = int(sizes.max())
+
+    def best(self, scores: np.ndarray, rows: np.ndarray, top_k: int) -> tuple[np.ndarray, ...]:
+        """Passages ranked best first (``scores``, ``rows`` [Q, n], -1 for none) as documents: each
+        document's first (best) passage; its score, document row and passage row, ``top_k`` a query."""
+        found = np.full((len(rows), top_k), -np.inf, dtype=np.float32), np.full((len(rows), top_k), -1)
+        passages = np.full((len(rows), top_k), -1, dtype=np.int64)
+        for q, (query_scores, query_rows) in enumerate(zip(scores, rows, strict=True)):
+            seen: set[int] = set()
+            for score, row in zip(query_scores, query_rows, strict=True):
+                document = int(self.owner[row]) if row >= 0 else -1
+                if document < 0 or document in seen:
+                    continue
+                column = len(seen)
+                found[0][q, column], found[1][q, column], passages[q, column] = score, document, row
+                seen.add(document)
+                if len(seen) == top_k:
+                    break
+        return found[0], found[1], passages
+
+
 def _faiss():
     """faiss, imported when an index is used (importing sentcl for training does not load it)."""
     return require("faiss", "index", "a faiss index")
@@ -95,9 +144,17 @@ class SentenceIndex:
         self, index: faiss.Index, texts: list[str], kind: str, model: str | None = None,
         rescore: tuple[np.ndarray, np.ndarray] | None = None, rescore_multiplier: int = 4,
         documents: DocumentRows | None = None, settings: dict | None = None,
+        passages: PassageRows | None = None,
     ):  # fmt: skip
-        if index.ntotal != len(texts):
-            raise ValueError(f"the index holds {index.ntotal} vectors but {len(texts)} texts were given")
+        rows = len(texts) if passages is None else len(passages.texts)
+        if index.ntotal != rows:
+            raise ValueError(
+                f"the index holds {index.ntotal} vectors but {rows} texts or passages were given"
+            )
+        if passages is not None and len(passages.starts) != len(texts) + 1:
+            raise ValueError(f"passages of {len(passages.starts) - 1} documents for {len(texts)} texts")
+        #: an index of passages: each vector's passage and its document (None: a vector a text)
+        self.passages = passages
         if documents is not None and len(documents.ids) != len(texts):
             raise ValueError(f"{len(documents.ids)} document ids for {len(texts)} texts")
         #: a corpus of documents: each row's id and kept fields (None: rows are known by their line)
@@ -116,17 +173,20 @@ class SentenceIndex:
     def build(
         cls, embeddings: np.ndarray, texts: list[str], kind: str = "auto", nlist: int | None = None,
         nprobe: int = NPROBE, model: str | None = None, documents: DocumentRows | None = None,
-        settings: dict | None = None,
+        settings: dict | None = None, passages: PassageRows | None = None,
     ) -> SentenceIndex:  # fmt: skip
-        if len(embeddings) != len(texts):
-            raise ValueError(f"{len(embeddings)} embeddings for {len(texts)} texts")
+        """An index of ``embeddings``, one for each of ``texts`` (or of ``passages``' texts)."""
+        rows = len(texts) if passages is None else len(passages.texts)
+        if len(embeddings) != rows:
+            raise ValueError(f"{len(embeddings)} embeddings for {rows} texts or passages")
         if len(texts) == 0:
             raise ValueError("cannot index an empty corpus")
+        own: dict[str, Any] = {"documents": documents, "settings": settings, "passages": passages}
         vectors = _normalize(embeddings)
         faiss = _faiss()
         dim = vectors.shape[1]
         if kind == "auto":
-            kind = "flat" if len(texts) < FLAT_LIMIT else "ivf"
+            kind = "flat" if rows < FLAT_LIMIT else "ivf"
         if kind == "flat":
             index = faiss.IndexFlatIP(dim)
         elif kind == "binary":
@@ -136,18 +196,16 @@ class SentenceIndex:
             index.add(quantize(vectors, "ubinary"))
             ranges = int8_ranges(vectors)  # the corpus calibrates its own codes
             rescore = (quantize(vectors, "int8", ranges), ranges)
-            return cls(
-                index, list(texts), kind, model, rescore=rescore, documents=documents, settings=settings
-            )
+            return cls(index, list(texts), kind, model, rescore=rescore, **own)
         elif kind == "ivf":
-            nlist = nlist or ivf_cells(len(texts))
+            nlist = nlist or ivf_cells(rows)
             index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, nlist, faiss.METRIC_INNER_PRODUCT)
             index.train(vectors)
             index.nprobe = min(nprobe, nlist)
         else:
             raise ValueError(f"index kind {kind!r} is not one of {', '.join(KINDS)}")
         index.add(vectors)
-        return cls(index, list(texts), kind, model, documents=documents, settings=settings)
+        return cls(index, list(texts), kind, model, **own)
 
     @classmethod
     def of_corpus(
@@ -178,6 +236,8 @@ class SentenceIndex:
         """This index for the new corpus ``texts`` / ``documents``: row i holds old row ``update.reuse[i]``
         or the next of ``vectors`` (the encoded rows, in order). Nothing is encoded again and nothing trained:
         an IVF index keeps its cells (its quantizer), a binary one its int8 ranges."""
+        if self.passages is not None:
+            raise IndexFolderError("an index of passages is built again, not updated")
         reuse = np.array([-1 if r is None else r for r in update.reuse], dtype=np.int64)
         fresh = np.flatnonzero(reuse < 0)
         if len(fresh) != len(vectors):
@@ -222,11 +282,13 @@ class SentenceIndex:
         """Whether its rows are documents known by the user's ids (not sentences known by their line)."""
         return self.documents is not None
 
-    def hit(self, row: int, score: float) -> Hit:
-        """Row ``row`` as a search result: its text, its score, and its id and fields where it has them."""
+    def hit(self, row: int, score: float, text: str | None = None) -> Hit:
+        """Row ``row`` as a search result: its text (or ``text``: the passage that found it), its score, and
+        its id and fields where it has them."""
+        text = self.texts[row] if text is None else text
         if self.documents is None:
-            return Hit(self.texts[row], score, row)
-        return Hit(self.texts[row], score, row, self.documents.ids[row], self.documents.kept_of(row))
+            return Hit(text, score, row)
+        return Hit(text, score, row, self.documents.ids[row], self.documents.kept_of(row))
 
     def query(
         self, embedder: Embedder, queries: str | Sequence[str], top_k: int = 5, threshold: float | None = None
@@ -254,9 +316,15 @@ class SentenceIndex:
         for q, hits in enumerate(dense):
             rows[q, : len(hits)] = [hit.id for hit in hits]
         fused, scores = reciprocal_rank_fusion([rows, lexical], width)
+        # an index of passages: a document the dense side found shows its best passage, as a dense hit does
+        passage = [{hit.id: hit.text for hit in hits} if self.passages else {} for hits in dense]
         return [
-            [self.hit(int(i), float(score)) for i, score in zip(rows_q, scores_q, strict=True) if i >= 0]
-            for rows_q, scores_q in zip(fused[:, :top_k], scores[:, :top_k], strict=True)
+            [
+                self.hit(int(i), float(s), seen.get(int(i)))
+                for i, s in zip(rows_q, scores_q, strict=True)
+                if i >= 0
+            ]
+            for rows_q, scores_q, seen in zip(fused[:, :top_k], scores[:, :top_k], passage, strict=True)
         ]
 
     def __len__(self) -> int:
@@ -279,13 +347,22 @@ class SentenceIndex:
             raise ValueError(f"top_k must be at least 1, got {top_k}")
         query_embeddings = np.atleast_2d(query_embeddings)
         self.check_dimension(query_embeddings.shape[1], "the query embedding")
+        top_k = min(top_k, len(self))
+        width = top_k if self.passages is None else min(self.index.ntotal, top_k * self.passages.widest)
         if self.kind == "binary":
-            scores, ids = self._binary_search(_normalize(query_embeddings), min(top_k, len(self)))
+            scores, ids = self._binary_search(_normalize(query_embeddings), width)
         else:
-            scores, ids = self.index.search(_normalize(query_embeddings), min(top_k, len(self)))
+            scores, ids = self.index.search(_normalize(query_embeddings), width)
+        passages = np.full(ids.shape, -1)
+        if self.passages is not None:
+            scores, ids, passages = self.passages.best(scores, ids, top_k)
         results = []
-        for row_scores, row_ids in zip(scores, ids, strict=True):
-            hits = [self.hit(int(i), float(s)) for s, i in zip(row_scores, row_ids, strict=True) if i >= 0]
+        for row_scores, row_ids, row_passages in zip(scores, ids, passages, strict=True):
+            hits = [
+                self.hit(int(i), float(s), self.passages.texts[p] if self.passages is not None else None)
+                for s, i, p in zip(row_scores, row_ids, row_passages, strict=True)
+                if i >= 0
+            ]
             results.append([h for h in hits if threshold is None or h.score >= threshold])
         return results
 
@@ -294,7 +371,7 @@ class SentenceIndex:
         cosine with the documents' int8 codes (dequantized), the best ``top_k`` kept."""
         assert self.rescore is not None
         codes, ranges = self.rescore
-        wide = min(len(self), top_k * self.rescore_multiplier)
+        wide = min(self.index.ntotal, top_k * self.rescore_multiplier)
         _, candidates = self.index.search(quantize(queries, "ubinary"), wide)
         scores = np.full((len(queries), top_k), -np.inf, dtype=np.float32)
         ids = np.full((len(queries), top_k), -1, dtype=np.int64)
@@ -328,6 +405,12 @@ class SentenceIndex:
                 self.documents.write(tmp / DOCUMENT_FILES[0])
                 meta["documents"] = self.documents.fields
                 names += DOCUMENT_FILES
+            if self.passages is not None:
+                with (tmp / PASSAGE_FILES[0]).open("w", encoding="utf-8") as handle:
+                    handle.writelines(json.dumps(text) + "\n" for text in self.passages.texts)
+                np.save(tmp / PASSAGE_FILES[1], self.passages.starts)
+                meta["passages"] = self.passages.settings | {"count": len(self.passages.texts)}
+                names += PASSAGE_FILES
             meta["files"] = {name: _fingerprint(tmp / name) for name in names}
             (tmp / "index.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
         return Path(folder)
@@ -351,8 +434,12 @@ class SentenceIndex:
             ) from None
         binary = meta.get("kind") == "binary"
         has_documents = isinstance(meta.get("documents"), dict)
+        has_passages = isinstance(meta.get("passages"), dict)
         for name in (
-            INDEX_FILES + (RESCORE_FILES if binary else ()) + (DOCUMENT_FILES if has_documents else ())
+            INDEX_FILES
+            + (RESCORE_FILES if binary else ())
+            + (DOCUMENT_FILES if has_documents else ())
+            + (PASSAGE_FILES if has_passages else ())
         ):
             path = folder / name
             if not path.is_file():
@@ -369,17 +456,19 @@ class SentenceIndex:
         faiss = _faiss()
         index = (faiss.read_index_binary if binary else faiss.read_index)(str(folder / "index.faiss"))
         rescore = None
+        passages = _read_passages(folder, meta["passages"], size) if has_passages else None
+        vectors = size if passages is None else len(passages.texts)
         if binary:  # the codes stay on disk, paged in as rescoring reads them
             codes = np.load(folder / RESCORE_FILES[0], mmap_mode="r", allow_pickle=False)
             ranges = np.load(folder / RESCORE_FILES[1], allow_pickle=False)
-            if codes.shape != (size, dimension) or codes.dtype != np.int8 or ranges.shape != (2, dimension):
-                raise IndexFolderError(f"{folder}: the rescoring codes are not {size} × {dimension} int8")
+            if codes.shape != (vectors, dimension) or codes.dtype != np.int8 or ranges.shape != (2, dimension):
+                raise IndexFolderError(f"{folder}: the rescoring codes are not {vectors} × {dimension} int8")
             rescore = (codes, ranges)
         documents = (
             DocumentRows.read(folder / DOCUMENT_FILES[0], meta["documents"]) if has_documents else None
         )
         if (
-            index.ntotal != size
+            index.ntotal != vectors
             or index.d != dimension
             or len(texts) != size
             or (documents is not None and len(documents.ids) != size)
@@ -387,7 +476,9 @@ class SentenceIndex:
             raise IndexFolderError(f"{folder}: index.json says {size} × {dimension}, the files do not")
         multiplier = int(meta.get("rescore_multiplier", 4))
         settings = meta.get("encoder") if isinstance(meta.get("encoder"), dict) else None
-        return cls(index, texts, meta["kind"], meta.get("model"), rescore, multiplier, documents, settings)
+        return cls(
+            index, texts, meta["kind"], meta.get("model"), rescore, multiplier, documents, settings, passages
+        )
 
 
 @dataclass
@@ -427,6 +518,20 @@ class DocumentRows:
             fields,
             hashes if all(isinstance(h, str) for h in hashes) else None,
         )
+
+
+def _read_passages(folder: Path, settings: dict, size: int) -> PassageRows:
+    """The passages of an index folder (its files already checked against index.json)."""
+    texts = [
+        json.loads(line) for line in (folder / PASSAGE_FILES[0]).read_text(encoding="utf-8").splitlines()
+    ]
+    starts = np.load(folder / PASSAGE_FILES[1], allow_pickle=False)
+    try:
+        if starts.shape != (size + 1,) or len(texts) != settings.get("count"):
+            raise ValueError
+        return PassageRows(texts, starts, {k: v for k, v in settings.items() if k != "count"})
+    except ValueError:
+        raise IndexFolderError(f"{folder}: its passages do not match index.json; build it again") from None
 
 
 def embed_documents(embedder: Embedder, texts: Sequence[str], model: str | None) -> np.ndarray:

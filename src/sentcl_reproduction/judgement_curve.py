@@ -6,7 +6,9 @@ From one start, on one BEIR folder: the training judgements split by query into 
 seed has its own split), the first N fit queries for each size (nested: a smaller size's queries are among a
 larger one's), trained with in-batch negatives only and with one mined hard negative per row, every size for
 the same number of steps (a small set is repeated; the checkpoint chosen on the choose queries at the end,
-the start a candidate); plus, at the largest size with hard negatives, a label-free method first. The report
+the start a candidate); plus, at the largest size with hard negatives, a label-free method first, and the
+recipe checks (the same run with more steps or another learning rate, on the first seed: is the budget what
+limits the gain?). The report
 reads only the report judgements: nDCG@10, Recall@100 and the hybrid's nDCG@10 (mean ± std over the seeds),
 each row against the start, BM25 and the start's hybrid with 95 % intervals from a paired bootstrap over the
 queries (each replicate draws the queries and the seeds again), and the verdicts the issue asks for. Every
@@ -17,6 +19,7 @@ resumes after any interruption; the report and its figure are written again afte
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import time
@@ -57,6 +60,10 @@ class Curve:
     source: Path
     #: the static students' recipe (docs/students.md): one per seed, of the largest size's hard-negative run
     student: str | None = None
+    #: the largest size's hard-negative run again with other settings (``name`` and ``label``, then
+    #: ``steps``, ``eval_steps``, ``learning_rate``), on ``recipe_seeds`` (default the first seed)
+    recipe_checks: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    recipe_seeds: list[int] = dataclasses.field(default_factory=list)
 
     @classmethod
     def load(cls, path: str | Path) -> Curve:
@@ -66,7 +73,8 @@ class Curve:
         return cls(Path(raw["output_dir"]), Path(raw["report"]), str(raw["start"]), paths["corpus"],
                    paths["train"], paths["report_qrels"], sizes, [int(n) for n in raw["negatives"]],
                    [int(s) for s in raw["seeds"]], raw.get("label_free_first") or {}, raw.get("settings", {}),
-                   Path(path), raw.get("student"))  # fmt: skip
+                   Path(path), raw.get("student"), list(raw.get("recipe_checks") or []),
+                   [int(s) for s in raw.get("recipe_seeds") or raw["seeds"][:1]])  # fmt: skip
 
 
 def row_name(size: int | str, negatives: int, first: str | None = None) -> str:
@@ -74,9 +82,21 @@ def row_name(size: int | str, negatives: int, first: str | None = None) -> str:
     return f"{first} then supervised, {size}, {kind}" if first else f"{size}, {kind}"
 
 
-def run_folder(curve: Curve, size: int | str, negatives: int, seed: int, first: str | None = None) -> Path:
+def run_folder(
+    curve: Curve,
+    size: int | str,
+    negatives: int,
+    seed: int,
+    first: str | None = None,
+    check: str | None = None,
+) -> Path:
     kind = "hard" if negatives else "in-batch"
-    return curve.output_dir / (f"{first}-then-{size}-{kind}" if first else f"{size}-{kind}") / f"seed-{seed}"
+    name = f"{first}-then-{size}-{kind}" if first else f"{size}-{kind}"
+    return curve.output_dir / (f"{name}-{check}" if check else name) / f"seed-{seed}"
+
+
+#: what a recipe check may change of a run's request
+RECIPE_KEYS = ("steps", "eval_steps", "learning_rate")
 
 
 def request_for(
@@ -100,12 +120,23 @@ def request_for(
     return request
 
 
-def reported(curve: Curve, size: int | str, negatives: int, seed: int, first: str | None = None) -> dict:
-    """One run's report (adapt.json): read back, reported (trained, not reported), or trained now."""
-    folder = run_folder(curve, size, negatives, seed, first)
+def reported(
+    curve: Curve,
+    size: int | str,
+    negatives: int,
+    seed: int,
+    first: str | None = None,
+    check: dict | None = None,
+) -> dict:
+    """One run's report (adapt.json): read back, reported (trained, not reported), or trained now; ``check``
+    a recipe check's changes to the run."""
+    folder = run_folder(curve, size, negatives, seed, first, check["name"] if check else None)
     if (folder / "adapt.json").is_file():
         return json.loads((folder / "adapt.json").read_text(encoding="utf-8"))
     request = request_for(curve, size, negatives, seed, folder, first)
+    if check:
+        changes = {key: type(getattr(request, key))(check[key]) for key in RECIPE_KEYS if key in check}
+        request = dataclasses.replace(request, **changes)
     started = time.monotonic()
     if (folder / "summary.json").is_file():
         report, _ = report_run(request, folder)
@@ -244,6 +275,14 @@ def verdicts(rows: list[Row], bootstrap: MeanBootstrap) -> list[str]:
             h = bootstrap.compare(row.name, other.name)
             seeds = "" if row.seeds == other.seeds else f" (seeds {row.seeds} against {other.seeds})"
             lines.append(f"- hard negatives help at {size}: {h}, {verdict(h)}{seeds}")
+    for row in (r for r in rows if r.kind == "recipe"):
+        plain = by.get((row.size, row.negatives, False))
+        if plain is not None:
+            d = bootstrap.compare(row.name, plain.name)
+            lines.append(
+                f"- recipe check, {row.name} − {plain.name}: {d}, {verdict(d)} (seeds {row.seeds} against "
+                f"{plain.seeds})"
+            )
     return lines + student_verdicts(rows, bootstrap)
 
 
@@ -294,6 +333,20 @@ def main(argv: list[str] | None = None) -> int:
         if reports:
             rows.append(Row(row_name(size, negatives, first), size, negatives, reports, done))
         write_report(curve, rows, missing)
+    for check in curve.recipe_checks:
+        reports, done = [], []
+        for seed in curve.recipe_seeds:
+            folder = run_folder(curve, curve.sizes[-1], 1, seed, None, check["name"])
+            wanted = curve.sizes[-1] in sizes and seed in seeds and not args.report_only
+            if (folder / "adapt.json").is_file() or wanted:
+                reports.append(reported(curve, curve.sizes[-1], 1, seed, None, check))
+                done.append(seed)
+            else:
+                missing.append(f"{row_name(curve.sizes[-1], 1)}, {check['label']} seed {seed}")
+        if reports:
+            name = f"{row_name(curve.sizes[-1], 1)}, {check['label']}"
+            rows.append(Row(name, curve.sizes[-1], 1, reports, done, kind="recipe"))
+            write_report(curve, rows, missing)
     if curve.student:
         train = [seed for seed in seeds if curve.sizes[-1] in sizes and not args.report_only]
         rows += students(curve, rows, train, missing)
@@ -319,7 +372,12 @@ def students(curve: Curve, rows: list[Row], train: list[int], missing: list[str]
     sentences by ``curve.student``, its checkpoint chosen as that recipe says), on the report judgements,
     and documents/s of it and of the start on this CPU."""
     teacher = next(
-        (r for r in rows if r.size == curve.sizes[-1] and r.negatives and "then" not in r.name), None
+        (
+            r
+            for r in rows
+            if r.size == curve.sizes[-1] and r.negatives and r.kind == "run" and "then" not in r.name
+        ),
+        None,
     )
     if teacher is None or curve.student is None:
         return []

@@ -1,4 +1,4 @@
-"""Static students on the domain (issue 57, item 7): where a static encoder distilled from the domain's
+"""Static students on the domain: where a static encoder distilled from the domain's
 teacher sits on the speed–quality frontier of the domain's search.
 
     python -m sentcl_reproduction.domain_student configs/domain/study.yaml --start all-MiniLM-L6-v2

@@ -1,4 +1,4 @@
-"""The domain study (issue 57): does adapting an encoder to a domain's unlabelled text help that domain's
+"""The domain study: does adapting an encoder to a domain's unlabelled text help that domain's
 search, and which method? One plan (``configs/domain/study.yaml``), one command (``make domain-study``):
 
     python -m sentcl_reproduction.domain_study configs/domain/study.yaml

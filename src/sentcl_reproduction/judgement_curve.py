@@ -1,4 +1,4 @@
-"""How many judgements a domain needs (issue 71): the learning curve of ``sentcl adapt --method supervised``.
+"""How many judgements a domain needs: the learning curve of ``sentcl adapt --method supervised``.
 
     python -m sentcl_reproduction.judgement_curve configs/domain/judgements_cpu.yaml
 

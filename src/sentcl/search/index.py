@@ -461,7 +461,11 @@ class SentenceIndex:
         if binary:  # the codes stay on disk, paged in as rescoring reads them
             codes = np.load(folder / RESCORE_FILES[0], mmap_mode="r", allow_pickle=False)
             ranges = np.load(folder / RESCORE_FILES[1], allow_pickle=False)
-            if codes.shape != (vectors, dimension) or codes.dtype != np.int8 or ranges.shape != (2, dimension):
+            if (
+                codes.shape != (vectors, dimension)
+                or codes.dtype != np.int8
+                or ranges.shape != (2, dimension)
+            ):
                 raise IndexFolderError(f"{folder}: the rescoring codes are not {vectors} × {dimension} int8")
             rescore = (codes, ranges)
         documents = (

@@ -63,6 +63,8 @@ def phase(url: str, queries: list[str], clients: int, during) -> tuple[list[floa
 
 def summary(latencies: list[float]) -> dict:
     ms = np.asarray(latencies) * 1000
+    if not len(ms):  # --documents 0: no change, so no searches during one
+        return {"searches": 0}
     return {
         "searches": len(ms),
         "p50_ms": float(np.percentile(ms, 50)),

@@ -279,3 +279,24 @@ def test_the_admission_decision_is_known_before_the_body_is_read():
     headers = dict(start["headers"])
     assert start["status"] == 503 and b"retry-after" in headers and headers[b"connection"] == b"close"
     assert reads == []  # the body was never read
+
+
+def test_a_job_a_little_larger_is_not_passed_by_every_smaller_one_that_arrives():
+    """Three clients that search without pause with 100-byte queries: a 150-byte one, queued among them,
+    runs within a few of their jobs (its cost halves every AGING_S it waits), not after all of them (smallest
+    first alone would hold it back until its patience, here 15 s: past the 180 small jobs)."""
+    admission = Admission(max_waiting=8, max_wait_s=60.0)
+    done = []
+
+    async def client():
+        for _ in range(60):
+            await admission.run(100, lambda: (time.sleep(0.02), done.append("small")))
+
+    async def scenario():
+        clients = [asyncio.create_task(client()) for _ in range(3)]
+        await asyncio.sleep(0.05)
+        await admission.run(150, lambda: done.append("longer"))
+        await asyncio.gather(*clients)
+
+    asyncio.run(scenario())
+    assert done.index("longer") < 40, done.index("longer")

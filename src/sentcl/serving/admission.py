@@ -4,8 +4,13 @@ One worker thread runs every request's model work (counting its tokens, then its
 time: two cores gain nothing from two forward passes at once, and one thread keeps the allocator's arenas and
 the tokenizer's buffers to one set. The waiting jobs are few (``max_waiting``) and the smallest runs first, by
 a cost known before any work (the request body's bytes, from its Content-Length): a flood of large requests
-cannot queue in front of a small one; and a job that has waited a quarter of ``max_wait_s`` runs next, so a
-stream of small requests cannot starve a large one (a change to an index). A large job's work yields between
+cannot queue in front of a small one. A waiting job's cost counts half as much for every ``AGING_S`` it
+has waited, down to a quarter of it (``AGING_FLOOR``): among requests within 4× of each other's size the
+order becomes first come (a search a few bytes longer is not passed by every shorter one that arrives after
+it: with smallest first alone, four clients searching without pause held the longest queries back for
+seconds), while a job over 4× a fresh one's size still waits behind it. And a job that has waited a quarter
+of ``max_wait_s`` runs next, so a stream of small requests cannot starve a large one (a change to an
+index). A large job's work yields between
 its slices (``yield_point``): waiting jobs smaller than what it has left run there, so a small request waits
 for at most one slice of the job running, not the whole of it. A job that finds the queue full pushes out the
 largest waiting job if it is smaller than that one; otherwise it is refused at once (``refusal`` says so
@@ -44,6 +49,17 @@ class _Job:
     queued_at: float = field(default_factory=time.monotonic)
     abandoned: bool = False  # the request went away before its turn
     exclusive: bool = False  # a write: never run inside another job's yield point
+
+
+#: a waiting job's cost halves in the queue's order every this many seconds it waits, down to this share of
+#: it (module docstring)
+AGING_S = 0.25
+AGING_FLOOR = 0.25
+
+
+def _aged(waited: float) -> float:
+    """The share of its cost a job that has waited ``waited`` seconds counts for in the queue's order."""
+    return max(2.0 ** (-waited / AGING_S), AGING_FLOOR)
 
 
 class Admission:
@@ -133,15 +149,15 @@ class Admission:
             job.loop.call_soon_threadsafe(settle)
 
     def _next(self) -> _Job:
-        """The smallest waiting job (first come among equals), unless a job has waited ``patience_s``: then
-        the one waiting longest, so a stream of small requests cannot hold a large one back for ever; lock
-        held."""
+        """The smallest waiting job by its cost aged by its wait (first come among equals), unless a job has
+        waited ``patience_s``: then the one waiting longest, so a stream of small requests cannot hold a large
+        one back for ever; lock held."""
         now = time.monotonic()
         overdue = [j for j in self._waiting if now - j.queued_at >= self.patience_s]
         job = (
             min(overdue, key=lambda j: j.order)
             if overdue
-            else min(self._waiting, key=lambda j: (j.cost, j.order))
+            else min(self._waiting, key=lambda j: (j.cost * _aged(now - j.queued_at), j.order))
         )
         self._waiting.remove(job)
         return job

@@ -61,7 +61,7 @@ class Curve:
     #: the static students' recipe (docs/students.md): one per seed, of the largest size's hard-negative run
     student: str | None = None
     #: the largest size's hard-negative run again with other settings (``name`` and ``label``, then
-    #: ``steps``, ``eval_steps``, ``learning_rate``), on ``recipe_seeds`` (default the first seed)
+    #: ``steps``, ``eval_steps``, ``learning_rate``), on its ``seeds`` or ``recipe_seeds`` (default the first)
     recipe_checks: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     recipe_seeds: list[int] = dataclasses.field(default_factory=list)
 
@@ -335,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
         write_report(curve, rows, missing)
     for check in curve.recipe_checks:
         reports, done = [], []
-        for seed in curve.recipe_seeds:
+        for seed in [int(s) for s in check.get("seeds") or curve.recipe_seeds]:
             folder = run_folder(curve, curve.sizes[-1], 1, seed, None, check["name"])
             wanted = curve.sizes[-1] in sizes and seed in seeds and not args.report_only
             if (folder / "adapt.json").is_file() or wanted:

@@ -27,7 +27,7 @@ def test_a_tiny_curve_reports_its_verdicts_and_resumes(tmp_path, tiny_model_dir,
         "seeds": [1, 2], "label_free_first": {"method": "cropping", "steps": 1},
         "settings": {"steps": 2, "eval_steps": 2, "batch_size": 4, "learning_rate": 1e-3, "pooler": "avg"},
         "student": str(student),
-        "recipe_checks": [{"name": "longer", "label": "4 steps", "steps": 4, "eval_steps": 2}],
+        "recipe_checks": [{"name": "longer", "label": "4 steps", "steps": 4, "eval_steps": 2, "seeds": [2]}],
     }  # fmt: skip
     path = tmp_path / "plan.yaml"
     path.write_text(yaml.safe_dump(plan))
@@ -35,16 +35,17 @@ def test_a_tiny_curve_reports_its_verdicts_and_resumes(tmp_path, tiny_model_dir,
     report = (tmp_path / "curve.md").read_text()
     assert "**Partial**: not reported yet:" in report and "seed 2" in report
     assert "static student of all, hard negatives seed 2" in report  # its teacher's seed 2 not run yet
+    assert "all, hard negatives, 4 steps seed 2" in report
     assert judgement_curve.main([str(path)]) == 0
     report = (tmp_path / "curve.md").read_text()
     assert "Partial" not in report and (tmp_path / "images" / "curve.png").is_file()
     rows = [line for line in report.splitlines() if line.startswith("| ") and "row" not in line]
     assert len(rows) == 7 and rows[-3].startswith("| cropping then supervised, all, hard negatives | 5 |")
-    assert rows[-2].startswith("| all, hard negatives, 4 steps | 5 |")  # a recipe check, on the first seed
-    checked = yaml.safe_load((tmp_path / "curve" / "all-hard-longer" / "seed-1" / "config.yaml").read_text())
+    assert rows[-2].startswith("| all, hard negatives, 4 steps | 5 |")  # a recipe check, on its seed
+    checked = yaml.safe_load((tmp_path / "curve" / "all-hard-longer" / "seed-2" / "config.yaml").read_text())
     assert (
         checked["training"]["max_steps"] == 4
-        and not (tmp_path / "curve" / "all-hard-longer" / "seed-2").exists()
+        and not (tmp_path / "curve" / "all-hard-longer" / "seed-1").exists()
     )
     assert rows[-1].startswith("| static student of all, hard negatives | 5 |")
     assert all(row.count("|") == rows[0].count("|") for row in rows)

@@ -238,10 +238,10 @@ def supervised(tiny_model_dir, domain, output, **changes) -> AdaptRequest:
 def test_the_supervised_stage_fits_on_some_queries_and_chooses_on_the_others(
     tmp_path, tiny_model_dir, domain, monkeypatch
 ):
-    """Issue 71: (query, relevant document, mined negative) rows of the fit queries, one epoch, the
-    checkpoint chosen on the held-out training queries, the report on test."""
+    """(query, relevant document, mined negative) rows of the fit queries, three epochs, the checkpoint
+    chosen at each epoch's end on the held-out training queries, the report on test."""
     monkeypatch.setenv("SENTCL_CACHE", str(tmp_path / "cache"))
-    result = adapt(supervised(tiny_model_dir, domain, tmp_path / "run"))
+    result = adapt(supervised(tiny_model_dir, domain, tmp_path / "run", eval_steps=None))  # the defaults
     (data,) = (tmp_path / "cache" / "adapt-judgements").iterdir()
     (rows_folder,) = data.glob("fit-*")
     rows = [json.loads(line) for line in (rows_folder / "train.jsonl").read_text().splitlines()]
@@ -253,7 +253,14 @@ def test_the_supervised_stage_fits_on_some_queries_and_chooses_on_the_others(
         set(row) == {"anchor", "positive", "negative"} and row["negative"] != row["positive"] for row in rows
     )
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert result.steps == summary["steps"] == -(-len(rows) // 4)  # one epoch of the rows in batches of 4
+    epoch = -(-len(rows) // 4)  # the rows in batches of 4
+    assert result.steps == summary["steps"] == 3 * epoch
+    chosen_at = [
+        row["step"]
+        for row in map(json.loads, (tmp_path / "run" / "metrics.jsonl").open())
+        if isinstance(row.get("eval"), dict)
+    ]
+    assert chosen_at == [0, epoch, 2 * epoch, 3 * epoch]  # the start, then each epoch's end
     assert "adapted − start, nDCG@10" in result.table
     again = adapt(supervised(tiny_model_dir, domain, tmp_path / "again"))  # the rows are made once
     assert len(list((tmp_path / "cache" / "adapt-judgements").iterdir())) == 1 and again.steps == result.steps

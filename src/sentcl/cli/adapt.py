@@ -51,12 +51,14 @@ def add_parser(commands) -> None:
     )
     p.add_argument(
         "--steps", type=positive_int,
-        help="training steps (default 400; supervised: one epoch of the fit pairs)",
+        help="training steps (default 400; supervised: three epochs of the fit pairs)",
     )  # fmt: skip
     p.add_argument("--batch-size", type=positive_int, default=32, help="sentences (or documents) a step")
     p.add_argument("--learning-rate", type=float, help="AdamW's peak rate (default 3e-5; supervised: 2e-5)")
     p.add_argument(
-        "--eval-steps", type=positive_int, default=100, help="choose (and checkpoint) every N steps"
+        "--eval-steps",
+        type=positive_int,
+        help="choose (and checkpoint) every N steps (default 100; supervised: at each epoch's end)",
     )
     p.add_argument(
         "--choose", metavar="QRELS",

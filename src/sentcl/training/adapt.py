@@ -63,8 +63,11 @@ METHODS: dict[str, tuple[dict[str, Any], str, int, int | None]] = {
     SUPERVISED: ({"name": "simcse", "temperature": 0.05}, "none", 256, None),
 }
 #: the supervised stage's defaults where the user gives none: the rate of sentence-transformers' one-epoch
-#: MNRL pilot on SciFact (docs/domain.md), one epoch, a tenth of it warm-up
-SUPERVISED_RATE, SUPERVISED_WARMUP = 2e-5, 0.1
+#: MNRL pilot on SciFact (docs/domain.md), three epochs with the checkpoint chosen at each one's end (on
+#: SciFact, three epochs beat one on each of three seeds: docs/domain.md), a tenth of the steps warm-up
+SUPERVISED_RATE, SUPERVISED_WARMUP, SUPERVISED_EPOCHS = 2e-5, 0.1, 3
+#: how often a label-free run chooses (and checkpoints) unless told
+LABEL_FREE_EVAL_STEPS = 100
 
 #: the words of each document the choice encodes (the report encodes them whole)
 CHOICE_WORDS = 128
@@ -82,12 +85,13 @@ class AdaptRequest:
     #: the default until the study says otherwise: the one method measured not to hurt a trained model on
     #: SciFact (docs/reports/domain.md: SimCSE +0.60 test nDCG@10, one seed; TSDAE at this rate took it apart)
     method: str = "simcse"
-    #: label-free: 400; supervised: None, one epoch of the fit rows
+    #: label-free: 400; supervised: None, SUPERVISED_EPOCHS epochs of the fit rows
     steps: int | None = 400
     batch_size: int = 32
     #: None: 3e-5 label-free, SUPERVISED_RATE supervised
     learning_rate: float | None = 3e-5
-    eval_steps: int = 100
+    #: None: every 100 steps label-free, at each epoch's end supervised
+    eval_steps: int | None = None
     choose: str | None = None  # qrels file to choose the checkpoint on
     report: str | None = None  # qrels file to report on
     seed: int = 42
@@ -167,18 +171,23 @@ def recipe(
     max_length = min(max_length, model_length or max_length)
     supervised = request.method == SUPERVISED
     rate = request.learning_rate or (SUPERVISED_RATE if supervised else 3e-5)
+    eval_steps = request.eval_steps or LABEL_FREE_EVAL_STEPS
+    if supervised and request.eval_steps is None:  # at each epoch's end
+        assert judged is not None, "the supervised stage trains on its judgements' rows"
+        with (judged / "train.jsonl").open(encoding="utf-8") as rows:
+            eval_steps = max(1, -(-sum(1 for _ in rows) // request.batch_size))
     training: dict[str, Any] = {
         "output_dir": request.output, "batch_size": request.batch_size, "learning_rate": rate,
-        "max_steps": request.steps or 0, "seed": request.seed, "checkpoint_steps": request.eval_steps,
+        "max_steps": request.steps or 0, "seed": request.seed, "checkpoint_steps": eval_steps,
         "overwrite_output_dir": request.overwrite, "resume": request.resume,
     }  # fmt: skip
-    if supervised:  # one epoch of the fit rows unless steps are given, a tenth of it warm-up
-        training |= {"epochs": 1, "warmup_ratio": SUPERVISED_WARMUP}
+    if supervised:  # SUPERVISED_EPOCHS of the fit rows unless steps are given, a tenth warm-up
+        training |= {"epochs": SUPERVISED_EPOCHS, "warmup_ratio": SUPERVISED_WARMUP}
     held_out = judged.parent / "qrels" / "choose.tsv" if judged else None  # the split's, beside its rows
     choose = request.choose or (str(held_out) if held_out and held_out.is_file() else None)
     if choose:
         training |= {
-            "eval_task": str(choose), "eval_steps": request.eval_steps, "eval_at_start": True,
+            "eval_task": str(choose), "eval_steps": eval_steps, "eval_at_start": True,
             # the start is a candidate: where no step beats it on the user's judgements, model/ is the start
             "start_is_candidate": True, "eval_options": {"document_words": CHOICE_WORDS},
             "eval_dtype": "auto",  # the choice in bf16 where it is native (the report: report_dtype)

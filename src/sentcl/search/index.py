@@ -108,20 +108,20 @@ class PassageRows:
     def best(self, scores: np.ndarray, rows: np.ndarray, top_k: int) -> tuple[np.ndarray, ...]:
         """Passages ranked best first (``scores``, ``rows`` [Q, n], -1 for none) as documents: each
         document's first (best) passage; its score, document row and passage row, ``top_k`` a query."""
-        found = np.full((len(rows), top_k), -np.inf, dtype=np.float32), np.full((len(rows), top_k), -1)
+        best = np.full((len(rows), top_k), -np.inf, dtype=np.float32)
+        documents = np.full((len(rows), top_k), -1, dtype=np.int64)
         passages = np.full((len(rows), top_k), -1, dtype=np.int64)
         for q, (query_scores, query_rows) in enumerate(zip(scores, rows, strict=True)):
             seen: set[int] = set()
             for score, row in zip(query_scores, query_rows, strict=True):
-                document = int(self.owner[row]) if row >= 0 else -1
-                if document < 0 or document in seen:
+                if row < 0 or int(self.owner[row]) in seen:
                     continue
                 column = len(seen)
-                found[0][q, column], found[1][q, column], passages[q, column] = score, document, row
-                seen.add(document)
+                best[q, column], documents[q, column], passages[q, column] = score, self.owner[row], row
+                seen.add(int(self.owner[row]))
                 if len(seen) == top_k:
                     break
-        return found[0], found[1], passages
+        return best, documents, passages
 
 
 def _faiss():

@@ -350,9 +350,9 @@ class LanceIndex:
         assert now.hashes is not None
         fresh = update.encode
         stale = set(before.ids) - {now.ids[row] for row, old in enumerate(update.reuse) if old is not None}
-        table = _lancedb().connect(str(self.folder / "lance")).open_table(TABLE)
         if not stale and not fresh:
             return self  # nothing to change: nothing written
+        table = _lancedb().connect(str(self.folder / "lance")).open_table(TABLE)
         if table.version != int(self.meta["version"]):  # an update stopped before it was named: start again
             table.restore(int(self.meta["version"]))
         if stale:
